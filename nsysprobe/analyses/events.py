@@ -1,0 +1,138 @@
+"""The events every analysis reads, loaded once from a Trace, and the figures they share.
+
+Loading reads only the integer columns the analyses use; names stay as string ids until an
+analysis needs the text of a few of them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.trace.reader import Trace, pid_of
+
+_API_VERSION = re.compile(r"_v\d+$")
+_DIGITS = re.compile(r"\d+")
+
+
+def api_name(raw: str) -> str:
+    """``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``."""
+    return _API_VERSION.sub("", raw)
+
+
+def range_pattern(name: str) -> str:
+    """An NVTX name with its numbers replaced, so ``Batch 12`` and ``Batch 13`` group."""
+    return _DIGITS.sub("#", name)
+
+
+@dataclass
+class Events:
+    trace: Trace
+    kernels: pd.DataFrame
+    memcpy: pd.DataFrame
+    memset: pd.DataFrame
+    runtime: pd.DataFrame
+    osrt: pd.DataFrame
+    nvtx: pd.DataFrame
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, trace: Trace) -> Events:
+        frames = {
+            "kernels": trace.kernels(),
+            "memcpy": trace.memcpy(),
+            "memset": trace.memset(),
+            "runtime": trace.runtime(),
+            "osrt": trace.osrt(),
+            "nvtx": trace.nvtx_ranges(),
+        }
+        dropped = {k: int(v.attrs.get("dropped", 0)) for k, v in frames.items()}
+        return cls(trace=trace, dropped={k: v for k, v in dropped.items() if v}, **frames)
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        return bool(len(self.kernels) or len(self.memcpy) or len(self.memset))
+
+    @cached_property
+    def device_ids(self) -> list[int]:
+        ids = pd.concat(
+            [self.kernels["deviceId"], self.memcpy["deviceId"], self.memset["deviceId"]]
+        )
+        return sorted(int(d) for d in ids.unique())
+
+    def _on(self, df: pd.DataFrame, device_id: int) -> pd.DataFrame:
+        return df[df["deviceId"].to_numpy() == device_id]
+
+    @cached_property
+    def _device_unions(self) -> dict[int, dict[str, iv.Intervals]]:
+        out = {}
+        for dev in self.device_ids:
+            k, c, s = (self._on(f, dev) for f in (self.kernels, self.memcpy, self.memset))
+            kernel_u = iv.union(k["start"], k["end"])
+            copy_u = iv.union(c["start"], c["end"])
+            htod = c[c["copyKind"].to_numpy() == 1]
+            out[dev] = {
+                "kernel": kernel_u,
+                "memcpy": copy_u,
+                "htod": iv.union(htod["start"], htod["end"]),
+                "busy": iv.union(
+                    np.concatenate([k["start"], c["start"], s["start"]]),
+                    np.concatenate([k["end"], c["end"], s["end"]]),
+                ),
+            }
+        return out
+
+    def device_union(self, device_id: int, what: str) -> iv.Intervals:
+        """Union of one device's ``kernel``, ``memcpy``, ``htod`` copies or all ``busy`` work."""
+        return self._device_unions[device_id][what]
+
+    @cached_property
+    def busy_all(self) -> iv.Intervals:
+        """Union of GPU work over every device (for per-step figures in one process)."""
+        parts = [self.device_union(d, "busy") for d in self.device_ids]
+        if not parts:
+            return iv.union([], [])
+        return iv.union(
+            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        )
+
+    @cached_property
+    def device_pids(self) -> dict[int, set[int]]:
+        """device -> the processes that ran work on it."""
+        out: dict[int, set[int]] = {}
+        for df in (self.kernels, self.memcpy, self.memset):
+            if len(df):
+                pairs = pd.DataFrame({"d": df["deviceId"], "p": pid_of(df["globalPid"])})
+                for d, p in pairs.drop_duplicates().itertuples(index=False):
+                    out.setdefault(int(d), set()).add(int(p))
+        return out
+
+    @cached_property
+    def launch_threads(self) -> dict[int, int]:
+        """pid -> the thread that made the most CUDA API calls (the training thread)."""
+        if not len(self.runtime):
+            return {}
+        tids = self.runtime["globalTid"]
+        counts = tids.value_counts()
+        out: dict[int, int] = {}
+        for tid in counts.index:  # most calls first
+            out.setdefault(int(pid_of(np.array([tid]))[0]), int(tid))
+        return out
+
+    def name_of(self, string_id: int) -> str:
+        return self.trace.strings.get(int(string_id), "<unknown>")
+
+    @cached_property
+    def thread_names(self) -> dict[int, str]:
+        return self.trace.thread_names()
+
+    def thread_label(self, global_tid: int) -> str:
+        tid = int(global_tid) & 0xFFFFFF
+        pid = (int(global_tid) >> 24) & 0xFFFFFF
+        name = self.thread_names.get(int(global_tid))
+        return f"{name} ({pid}/{tid})" if name else f"thread {pid}/{tid}"

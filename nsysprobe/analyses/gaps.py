@@ -1,0 +1,394 @@
+"""GPU activity and idle gaps, per device, and what the CPU was doing during each gap.
+
+Busy time is the **union** of kernels, memcpy and memset on a device (overlapping streams are
+counted once); the span runs from the device's first operation to its last, and idle time is
+the span minus busy time. A *gap* is an idle stretch between two operations longer than the
+threshold (default 1 ms: step-level starvation; NVIDIA's ``gpu_gaps`` rule uses 500 ms and
+misses it). Gap time is a union too (gaps on one device are disjoint).
+
+Each gap is attributed to the CPU thread the GPU was waiting on: the thread whose CUDA API
+call issued the operation that ended the gap (joined on process and correlation id; the
+process's busiest CUDA thread when the call is not in the trace). What that thread did during
+the gap is measured by its time inside:
+
+    cuda_sync    cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, ...
+    cuda_copy    cudaMemcpy* / cuMemcpy* (a pageable copy blocks the thread)
+    cuda_launch  kernel and graph launches (a launch over 1 ms is module loading or JIT:
+                 cuda_other)
+    cuda_other   any other CUDA API call (cudaMalloc, cudaFree, ...)
+    os_wait      blocking OS calls: poll, select, pthread_cond_wait, futex, read, ...
+                 (waiting for DataLoader workers or I/O)
+    os_call      other OS calls (munmap, mmap, open, ...)
+    cpu          none of these: the thread ran its own code (Python producing a batch,
+                 building the graph)
+
+and to the innermost NVTX range open on that thread during most of the gap. The longest gaps
+are also listed with every NVTX range, OS-runtime call and CUDA API call that overlapped them,
+on every thread of the process. The shares are sums over gaps of one thread's time, so they
+add up to the total gap time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.trace.reader import pid_of
+
+DEFAULT_MIN_GAP_NS = 1_000_000
+LONGEST_GAPS_LISTED = 20
+NO_RANGE = "(no NVTX range)"
+SLOW_LAUNCH_NS = 1_000_000
+OVERLAPS_LISTED = 8
+
+SYNC_APIS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+    }
+)
+LAUNCH_APIS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cudaGraphLaunch",
+        "cuGraphLaunch",
+    }
+)
+OS_WAITS = frozenset(
+    {
+        "poll",
+        "ppoll",
+        "select",
+        "pselect",
+        "pselect6",
+        "epoll_wait",
+        "epoll_pwait",
+        "pthread_cond_wait",
+        "pthread_cond_timedwait",
+        "pthread_cond_clockwait",
+        "pthread_mutex_lock",
+        "pthread_mutex_timedlock",
+        "pthread_rwlock_rdlock",
+        "pthread_rwlock_wrlock",
+        "pthread_join",
+        "futex",
+        "sem_wait",
+        "sem_timedwait",
+        "sem_clockwait",
+        "read",
+        "readv",
+        "pread",
+        "pread64",
+        "recv",
+        "recvfrom",
+        "recvmsg",
+        "nanosleep",
+        "clock_nanosleep",
+        "usleep",
+        "sleep",
+        "wait",
+        "waitpid",
+        "waitid",
+        "accept",
+        "accept4",
+        "connect",
+    }
+)
+STATES = ("cuda_sync", "cuda_copy", "cuda_launch", "cuda_other", "os_wait", "os_call", "cpu")
+
+
+def api_category(name: str) -> str:
+    """The gap state a CUDA API call puts its thread in."""
+    if name in SYNC_APIS:
+        return "cuda_sync"
+    if name in LAUNCH_APIS:
+        return "cuda_launch"
+    if name.startswith(("cudaMemcpy", "cuMemcpy")):
+        return "cuda_copy"
+    return "cuda_other"
+
+
+def osrt_category(name: str) -> str:
+    return "os_wait" if name in OS_WAITS else "os_call"
+
+
+@dataclass(frozen=True)
+class DeviceActivity:
+    device_id: int
+    kernel_count: int
+    memcpy_count: int
+    memset_count: int
+    busy_ns: int  # union of kernels, memcpy and memset
+    kernel_busy_ns: int  # union of kernels
+    memcpy_busy_ns: int  # union of memcpy
+    span_ns: int  # first operation's start to last operation's end
+    busy_ratio: float  # busy_ns / span_ns
+    idle_ns: int  # span_ns - busy_ns
+    gap_count: int
+    gap_ns: int  # sum (= union) of gaps longer than the threshold
+
+
+@dataclass(frozen=True)
+class Overlap:
+    name: str
+    thread: str
+    overlap_ns: int
+
+
+@dataclass(frozen=True)
+class Gap:
+    device_id: int
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    state: str  # what the waited-on thread did for most of the gap (STATES)
+    innermost_range: str | None  # innermost NVTX range on that thread
+    nvtx: tuple[Overlap, ...]
+    osrt: tuple[Overlap, ...]
+    cuda_api: tuple[Overlap, ...]
+
+
+@dataclass(frozen=True)
+class IdleShare:
+    label: str
+    idle_ns: int
+    share_ratio: float  # of all gap time
+
+
+@dataclass(frozen=True)
+class CauseShare:
+    state: str  # what the waited-on thread did (see STATES)
+    range: str | None  # its innermost NVTX range, None when it had none open
+    idle_ns: int
+    share_ratio: float  # of all gap time
+
+
+@dataclass(frozen=True)
+class GapsResult:
+    min_gap_ns: int
+    devices: tuple[DeviceActivity, ...]
+    gap_count: int
+    gap_ns: int  # sum over devices
+    by_state: tuple[IdleShare, ...]  # what the waited-on thread did, largest first
+    by_range: tuple[IdleShare, ...]  # innermost NVTX range on that thread
+    by_cause: tuple[CauseShare, ...]  # both at once, largest first
+    longest: tuple[Gap, ...]  # the longest gaps, longest first, attributed in detail
+
+
+def device_gaps(events: Events, min_gap_ns: int) -> dict[int, iv.Intervals]:
+    """device -> its gaps longer than ``min_gap_ns``."""
+    return {
+        d: iv.gaps_between(events.device_union(d, "busy"), min_gap_ns) for d in events.device_ids
+    }
+
+
+def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsResult:
+    gaps = device_gaps(events, min_gap_ns)
+    devices = tuple(_device_activity(events, d, gaps[d]) for d in events.device_ids)
+    state_ns: dict[str, int] = {}
+    range_ns: dict[str, int] = {}
+    cause_ns: dict[tuple[str, str | None], int] = {}
+    detailed: list[Gap] = []
+    for dev in events.device_ids:
+        g_s, g_e = gaps[dev]
+        if not g_s.size:
+            continue
+        threads = _waited_on_threads(events, dev, g_e)
+        states = np.empty(g_s.size, dtype=object)
+        innermost = pd.Series([None] * g_s.size, dtype=object)
+        for thread in pd.unique(threads):
+            sel = np.flatnonzero(threads == thread)
+            st, inn = _attribute(events, None if thread < 0 else int(thread), g_s[sel], g_e[sel])
+            states[sel] = st
+            innermost.iloc[sel] = inn.to_numpy()
+        dur = g_e - g_s
+        for label, ns in pd.Series(dur).groupby(states).sum().items():
+            state_ns[label] = state_ns.get(label, 0) + int(ns)
+        ranges = innermost.fillna(NO_RANGE)
+        for label, ns in pd.Series(dur).groupby(ranges.to_numpy()).sum().items():
+            range_ns[label] = range_ns.get(label, 0) + int(ns)
+        causes = pd.DataFrame({"state": states, "range": ranges.to_numpy(), "ns": dur})
+        for (state, rng), ns in causes.groupby(["state", "range"])["ns"].sum().items():
+            key = (str(state), None if rng == NO_RANGE else str(rng))
+            cause_ns[key] = cause_ns.get(key, 0) + int(ns)
+        longest = np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED]
+        pids = events.device_pids.get(dev, set())
+        for k in longest:
+            detailed.append(
+                Gap(
+                    device_id=dev,
+                    start_ns=int(g_s[k]),
+                    end_ns=int(g_e[k]),
+                    duration_ns=int(dur[k]),
+                    state=str(states[k]),
+                    innermost_range=None if pd.isna(innermost[k]) else str(innermost[k]),
+                    nvtx=_overlaps(events, events.nvtx, pids, g_s[k], g_e[k], "name"),
+                    osrt=_overlaps(events, events.osrt, pids, g_s[k], g_e[k], "nameId"),
+                    cuda_api=_overlaps(events, events.runtime, pids, g_s[k], g_e[k], "nameId"),
+                )
+            )
+    total_gap = sum(d.gap_ns for d in devices)
+    detailed.sort(key=lambda g: -g.duration_ns)
+    return GapsResult(
+        min_gap_ns=min_gap_ns,
+        devices=devices,
+        gap_count=sum(d.gap_count for d in devices),
+        gap_ns=total_gap,
+        by_state=_shares(state_ns, total_gap),
+        by_range=_shares(range_ns, total_gap),
+        by_cause=tuple(
+            CauseShare(state=k[0], range=k[1], idle_ns=v, share_ratio=v / total_gap)
+            for k, v in sorted(cause_ns.items(), key=lambda kv: -kv[1])
+        ),
+        longest=tuple(detailed[:LONGEST_GAPS_LISTED]),
+    )
+
+
+def _device_activity(events: Events, dev: int, gaps: iv.Intervals) -> DeviceActivity:
+    busy = events.device_union(dev, "busy")
+    span = int(busy[1][-1] - busy[0][0]) if busy[0].size else 0
+    busy_ns = iv.total(busy)
+    count = {
+        name: int((df["deviceId"].to_numpy() == dev).sum())
+        for name, df in (("k", events.kernels), ("c", events.memcpy), ("s", events.memset))
+    }
+    return DeviceActivity(
+        device_id=dev,
+        kernel_count=count["k"],
+        memcpy_count=count["c"],
+        memset_count=count["s"],
+        busy_ns=busy_ns,
+        kernel_busy_ns=iv.total(events.device_union(dev, "kernel")),
+        memcpy_busy_ns=iv.total(events.device_union(dev, "memcpy")),
+        span_ns=span,
+        busy_ratio=busy_ns / span if span else 0.0,
+        idle_ns=span - busy_ns,
+        gap_count=int(gaps[0].size),
+        gap_ns=iv.total(gaps),
+    )
+
+
+def _waited_on_threads(events: Events, dev: int, gap_ends: np.ndarray) -> np.ndarray:
+    """Per gap, the CPU thread the GPU waited on: the one whose API call issued the operation
+    that ended the gap (joined on process and correlation id). Falls back to the process's
+    busiest CUDA thread, then -1."""
+    ops = pd.concat(
+        [
+            df.loc[df["deviceId"].to_numpy() == dev, ["start", "correlationId", "globalPid"]]
+            for df in (events.kernels, events.memcpy, events.memset)
+        ]
+    ).sort_values("start", kind="stable")
+    pos = np.searchsorted(ops["start"].to_numpy(), gap_ends, side="left")
+    pos = np.minimum(pos, len(ops) - 1)
+    first = ops.iloc[pos]
+    rt = events.runtime
+    calls = pd.DataFrame(
+        {
+            "pid": pid_of(rt["globalTid"]),
+            "corr": rt["correlationId"].to_numpy(),
+            "tid": rt["globalTid"].to_numpy(),
+        }
+    ).drop_duplicates(["pid", "corr"])
+    wanted = pd.DataFrame(
+        {"pid": pid_of(first["globalPid"]), "corr": first["correlationId"].to_numpy()}
+    )
+    tids = wanted.merge(calls, on=["pid", "corr"], how="left")["tid"]
+    fallback = wanted["pid"].map(events.launch_threads)
+    return tids.fillna(fallback).fillna(-1).astype(np.int64).to_numpy()
+
+
+def _on_thread(df: pd.DataFrame, thread: int | None) -> pd.DataFrame:
+    if thread is None:
+        return df.iloc[0:0]
+    return df[df["globalTid"].to_numpy() == thread]
+
+
+def _attribute(
+    events: Events, thread: int | None, g_s: np.ndarray, g_e: np.ndarray
+) -> tuple[np.ndarray, pd.Series]:
+    """Per gap: the training thread's dominant state and its innermost NVTX range."""
+    n = g_s.size
+    covered_parts: list[iv.Intervals] = []
+    per_state = {}
+    api = _on_thread(events.runtime, thread)
+    osrt = _on_thread(events.osrt, thread)
+    api_cat = _categorize(api["nameId"], lambda i: api_category(api_name(events.name_of(i))))
+    # A launch that takes this long is lazy module loading or JIT, not launch overhead.
+    slow = (api["end"] - api["start"]).to_numpy() > SLOW_LAUNCH_NS
+    api_cat = api_cat.where(~(slow & (api_cat.to_numpy() == "cuda_launch")), "cuda_other")
+    os_cat = _categorize(osrt["nameId"], lambda i: osrt_category(events.name_of(i)))
+    for state in STATES[:-1]:
+        src, cats = (api, api_cat) if state.startswith("cuda") else (osrt, os_cat)
+        rows = src[cats.to_numpy() == state] if len(src) else src
+        u = iv.union(rows["start"], rows["end"])
+        covered_parts.append(u)
+        per_state[state] = _per_gap(u, g_s, g_e, n)
+    all_cov = iv.union(
+        np.concatenate([p[0] for p in covered_parts]), np.concatenate([p[1] for p in covered_parts])
+    )
+    per_state["cpu"] = (g_e - g_s) - _per_gap(all_cov, g_s, g_e, n)
+    matrix = np.vstack([per_state[s] for s in STATES])
+    states = np.array(STATES)[np.argmax(matrix, axis=0)]
+
+    innermost = pd.Series([None] * n, dtype=object)
+    ranges = _on_thread(events.nvtx, thread)
+    if len(ranges):
+        r_idx, g_idx, ov = iv.overlap_pairs(ranges["start"], ranges["end"], g_s, g_e)
+        if r_idx.size:
+            dur = (ranges["end"].to_numpy() - ranges["start"].to_numpy())[r_idx]
+            pairs = pd.DataFrame({"g": g_idx, "ov": ov, "dur": dur, "r": r_idx})
+            best = pairs.sort_values(["g", "ov", "dur"], ascending=[True, False, True])
+            best = best.drop_duplicates("g")
+            names = ranges["name"].to_numpy()
+            innermost.iloc[best["g"].to_numpy()] = names[best["r"].to_numpy()]
+    return states, innermost
+
+
+def _categorize(name_ids: pd.Series, category_of) -> pd.Series:
+    """Map name ids to categories, calling ``category_of`` once per distinct id."""
+    return name_ids.map({i: category_of(i) for i in name_ids.unique()})
+
+
+def _per_gap(u: iv.Intervals, g_s: np.ndarray, g_e: np.ndarray, n: int) -> np.ndarray:
+    _, g_idx, ov = iv.overlap_pairs(u[0], u[1], g_s, g_e)
+    return np.bincount(g_idx, weights=ov, minlength=n).astype(np.int64)
+
+
+def _overlaps(
+    events: Events, df: pd.DataFrame, pids: set[int], start: int, end: int, name_col: str
+) -> tuple[Overlap, ...]:
+    if not len(df):
+        return ()
+    mine = df[np.isin(pid_of(df["globalTid"]), list(pids))] if pids else df
+    hit = mine[(mine["start"].to_numpy() < end) & (mine["end"].to_numpy() > start)]
+    if not len(hit):
+        return ()
+    ov = np.minimum(hit["end"].to_numpy(), end) - np.maximum(hit["start"].to_numpy(), start)
+    names = hit[name_col] if name_col == "name" else hit[name_col].map(events.name_of)
+    if name_col == "nameId":
+        names = names.map(api_name)
+    table = pd.DataFrame({"name": names.to_numpy(), "tid": hit["globalTid"].to_numpy(), "ov": ov})
+    grouped = table.groupby(["name", "tid"], sort=False)["ov"].sum().sort_values(ascending=False)
+    return tuple(
+        Overlap(name=str(name), thread=events.thread_label(tid), overlap_ns=int(ns))
+        for (name, tid), ns in grouped.head(OVERLAPS_LISTED).items()
+    )
+
+
+def _shares(ns_by_label: dict[str, int], total: int) -> tuple[IdleShare, ...]:
+    rows = sorted(ns_by_label.items(), key=lambda kv: -kv[1])
+    return tuple(
+        IdleShare(label=k, idle_ns=int(v), share_ratio=v / total if total else 0.0) for k, v in rows
+    )

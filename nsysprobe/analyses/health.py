@@ -1,0 +1,108 @@
+"""Capture health: is the trace complete enough to diagnose, and if not, how to fix the capture.
+
+Checks, each with its fix:
+
+- ``nvtx_missing``: NVTX was requested but no range was recorded. The usual cause is the Python
+  ``nvtx`` package 0.2.12 or later under nsys 2023.x, which records only domain create/destroy
+  rows (eventType 75/76); 0.2.10-0.2.11 record push/pop ranges.
+- ``no_gpu_activity``: no kernel, memcpy or memset: CUDA was not traced, or the capture range
+  (``--capture-range=cudaProfilerApi``) did not cover the steps.
+- ``capture_not_started``: no events at all: the capture range never started.
+- ``no_osrt``: OS-runtime calls were not traced (``--trace=osrt``).
+- ``rows_skipped``: rows with a missing or reversed interval were skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nsysprobe.analyses.events import Events
+from nsysprobe.trace.reader import NVTX_DOMAIN_CREATE, NVTX_DOMAIN_DESTROY, NVTX_RANGE_TYPES
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str  # "warning" or "info"
+    message: str
+    fix: str
+
+
+def analyze_health(events: Events) -> tuple[Finding, ...]:
+    trace = events.trace
+    requested = trace.requested_traces
+    counts = trace.nvtx_counts()
+    ranges = sum(counts.get(t, 0) for t in NVTX_RANGE_TYPES)
+    domain_rows = counts.get(NVTX_DOMAIN_CREATE, 0) + counts.get(NVTX_DOMAIN_DESTROY, 0)
+    osrt_rows = len(events.osrt)
+    found: list[Finding] = []
+
+    nothing = (
+        not events.has_gpu_activity and not ranges and not osrt_rows and not len(events.runtime)
+    )
+    if nothing:
+        found.append(
+            Finding(
+                "capture_not_started",
+                "warning",
+                "the trace holds no CUDA, NVTX or OS-runtime events: the capture range never "
+                "started or the workload exited before its first step",
+                "call torch.cuda.profiler.start() before the steps to capture (and stop() "
+                "after), or profile without --capture-range",
+            )
+        )
+    elif not events.has_gpu_activity:
+        asked = requested is None or "cuda" in requested
+        found.append(
+            Finding(
+                "no_gpu_activity",
+                "warning",
+                "no GPU work (kernels, copies, memsets) was recorded"
+                + (
+                    ": the capture range may not have covered the steps"
+                    if asked
+                    else ": CUDA was not traced"
+                ),
+                "profile with --trace=cuda,nvtx,osrt on a machine with a CUDA GPU, and make "
+                "the capture range cover the training steps",
+            )
+        )
+    nvtx_asked = (requested is not None and "nvtx" in requested) or domain_rows > 0
+    if nvtx_asked and not ranges:
+        version = trace.nsys_version or "unknown"
+        cause = (
+            "the Python nvtx package 0.2.12 and later records no ranges under nsys 2023.x"
+            if version.startswith("2023") or domain_rows
+            else "the workload emitted no NVTX ranges"
+        )
+        found.append(
+            Finding(
+                "nvtx_missing",
+                "warning",
+                f"NVTX was requested but no ranges were recorded (nsys {version}, "
+                f"{domain_rows} domain rows): {cause}; per-step analysis is not possible",
+                "pip install 'nvtx>=0.2.10,<0.2.12' (or profile with nsys 2025.x), then "
+                "annotate each step with nvtx.annotate('Batch i')",
+            )
+        )
+    if not osrt_rows and not nothing:
+        found.append(
+            Finding(
+                "no_osrt",
+                "info",
+                "no OS-runtime calls were traced, so gaps cannot be tied to munmap, poll or "
+                "pthread_cond_wait stalls",
+                "profile with --trace=cuda,nvtx,osrt",
+            )
+        )
+    if events.dropped:
+        detail = ", ".join(f"{n} {k}" for k, n in sorted(events.dropped.items()))
+        found.append(
+            Finding(
+                "rows_skipped",
+                "info",
+                f"skipped rows with a missing or reversed interval ({detail})",
+                "none needed; a crashed or killed process leaves such rows",
+            )
+        )
+    return tuple(found)

@@ -1,0 +1,102 @@
+"""OS-runtime stalls: libc calls per function and thread, and how much fell in GPU idle gaps.
+
+Per (function, thread): count, the **sum** of call durations, the longest call, and
+``in_gap_ns``: the sum of each call's overlap with the GPU idle gaps (union over devices of
+the gaps longer than the threshold). A thread's ``poll`` or ``pthread_cond_wait`` inside gaps
+is the training thread waiting for DataLoader workers; ``munmap`` there is memory being
+returned to the OS on the critical path.
+
+What nsys can see: ``--trace=osrt`` records calls made through the PLT above a 1 us threshold.
+``munmap`` calls that glibc's ``malloc``/``free`` make internally are invisible; ``munmap``
+through the exported symbol (Python ``mmap``, PyTorch shared memory, pinned buffers) is seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import Events
+
+ROWS_LISTED = 30
+
+
+@dataclass(frozen=True)
+class OsrtRow:
+    function: str
+    thread: str
+    count: int
+    total_ns: int  # sum of call durations
+    max_ns: int
+    in_gap_ns: int  # sum of overlap with GPU idle gaps
+
+
+@dataclass(frozen=True)
+class OsrtFunction:
+    function: str
+    count: int
+    total_ns: int
+    max_ns: int
+    in_gap_ns: int
+
+
+@dataclass(frozen=True)
+class OsrtResult:
+    rows: tuple[OsrtRow, ...]  # per function and thread, most time in gaps first, then total
+    functions: tuple[OsrtFunction, ...]  # per function over all threads, largest total first
+    call_count: int
+
+
+def analyze_osrt(events: Events, gaps: dict[int, iv.Intervals]) -> OsrtResult:
+    os_calls = events.osrt
+    parts = list(gaps.values())
+    gap_union = (
+        iv.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        if parts
+        else iv.union([], [])
+    )
+    idx, _, ov = iv.overlap_pairs(os_calls["start"], os_calls["end"], *gap_union)
+    in_gap = np.bincount(idx, weights=ov, minlength=len(os_calls)).astype(np.int64)
+    table = pd.DataFrame(
+        {
+            "nameId": os_calls["nameId"].to_numpy(),
+            "tid": os_calls["globalTid"].to_numpy(),
+            "dur": (os_calls["end"] - os_calls["start"]).to_numpy(),
+            "gap": in_gap,
+        }
+    )
+    per_thread = table.groupby(["nameId", "tid"], sort=False).agg(
+        count=("dur", "size"), total=("dur", "sum"), max=("dur", "max"), gap=("gap", "sum")
+    )
+    per_thread = per_thread.sort_values(["gap", "total"], ascending=False)
+    rows = tuple(
+        OsrtRow(
+            function=events.name_of(name_id),
+            thread=events.thread_label(tid),
+            count=int(r["count"]),
+            total_ns=int(r["total"]),
+            max_ns=int(r["max"]),
+            in_gap_ns=int(r["gap"]),
+        )
+        for (name_id, tid), r in per_thread.head(ROWS_LISTED).iterrows()
+    )
+    per_id = table.groupby("nameId", sort=False).agg(
+        count=("dur", "size"), total=("dur", "sum"), max=("dur", "max"), gap=("gap", "sum")
+    )
+    per_fn = per_id.groupby(per_id.index.map(events.name_of), sort=False).agg(
+        {"count": "sum", "total": "sum", "max": "max", "gap": "sum"}
+    )
+    functions = tuple(
+        OsrtFunction(
+            function=str(fn),
+            count=int(r["count"]),
+            total_ns=int(r["total"]),
+            max_ns=int(r["max"]),
+            in_gap_ns=int(r["gap"]),
+        )
+        for fn, r in per_fn.sort_values("total", ascending=False).iterrows()
+    )
+    return OsrtResult(rows=rows, functions=functions, call_count=len(table))

@@ -1,0 +1,212 @@
+"""Steps: the per-iteration NVTX range and where each step's time went.
+
+The step range is the top-level NVTX range (one no other range on its thread encloses) that
+repeats: its name with numbers masked (``Batch 12`` -> ``Batch #``) occurs at least twice on
+one thread, and those ranges cover at least half the time from the first to the last (steps
+follow one another). Names with a step word (step, iteration, batch, epoch, train) win, then
+numbered names, then the pattern covering the most time; PyTorch's per-operator ranges
+(``aten::...``) are never steps. ``--step-range
+NAME`` picks it instead (an exact name, or a pattern such as ``Batch #``).
+
+Per step: wall time (the range's length), GPU busy time (the **union** of GPU work on every
+device intersected with the step's window), GPU idle time (wall minus busy), and the CPU time
+of each direct child range on the step's thread (the **sum** of that child's ranges in the
+step, e.g. ``get batch``, ``copy batch``, ``Compute``). Steps per second is one over the
+median step's wall time.
+
+GPU work is asynchronous: kernels launched in one step may run in the next step's window.
+Over many steps the busy share is right; a single step's split is approximate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import Events, range_pattern
+from nsysprobe.errors import InputError
+
+ROWS_LISTED = 10_000
+# Steps follow one another: together they cover most of the time from the first to the last.
+MIN_STEP_COVERAGE = 0.5
+_STEP_WORD = r"(?i)\b(?:step|iter|iteration|batch|epoch|train)"
+# Ranges PyTorch's autograd profiler emits per operator (``aten::mul, seq = 3, op_id = 7``).
+_OP_RANGE = r"^aten::|op_id = |, seq = "
+
+
+@dataclass(frozen=True)
+class ChildTime:
+    name: str
+    cpu_ns: int  # sum of this child's ranges within the step
+
+
+@dataclass(frozen=True)
+class StepRow:
+    index: int
+    name: str
+    start_ns: int
+    wall_ns: int
+    gpu_busy_ns: int  # union of GPU work within the step's window
+    gpu_idle_ns: int  # wall_ns - gpu_busy_ns
+    children: tuple[ChildTime, ...]
+
+
+@dataclass(frozen=True)
+class ChildSummary:
+    name: str
+    median_ns: int  # median over steps of the child's CPU time
+    share_ratio: float  # its total CPU time / total step wall time
+
+
+@dataclass(frozen=True)
+class StepsResult:
+    range_pattern: str
+    thread: str
+    count: int
+    median_step_ns: int
+    mean_step_ns: int
+    steps_per_s: float  # 1 / median step
+    gpu_busy_ratio: float  # sum of per-step busy / sum of wall
+    children: tuple[ChildSummary, ...]
+    rows: tuple[StepRow, ...]
+
+
+def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
+    """Mask of ranges that no other range of the same ``group`` encloses.
+
+    Sorted by (group, start, longest first), a range is enclosed when an earlier one in its
+    group ends at or after its own end.
+    """
+    if not len(df):
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort((-df["end"].to_numpy(), df["start"].to_numpy(), df[group].to_numpy()))
+    g = df[group].to_numpy()[order]
+    e = df["end"].to_numpy()[order]
+    prev_max = pd.Series(e).groupby(g).cummax().groupby(g).shift(1)
+    enclosed = prev_max.notna().to_numpy() & (prev_max.fillna(0).to_numpy() >= e)
+    mask = np.empty(len(df), dtype=bool)
+    mask[order] = ~enclosed
+    return mask
+
+
+def analyze_steps(events: Events, step_range: str | None = None) -> StepsResult | None:
+    """The per-step breakdown, or None when no repeating top-level range exists."""
+    ranges = events.nvtx
+    if not len(ranges):
+        if step_range:
+            raise InputError(
+                f"--step-range {step_range!r}: the trace has no NVTX ranges; capture with "
+                f"--trace=nvtx and annotate each step"
+            )
+        return None
+    ranges = ranges.assign(pattern=ranges["name"].map(range_pattern))
+    tops = ranges[top_level(ranges, "globalTid")]
+    chosen = _choose_pattern(tops, step_range)
+    if chosen is None:
+        return None
+    steps = tops[tops["pattern"] == chosen]
+    thread = int(steps["globalTid"].value_counts().index[0])
+    steps = steps[steps["globalTid"] == thread].sort_values("start").reset_index(drop=True)
+
+    s, e = steps["start"].to_numpy(), steps["end"].to_numpy()
+    busy = events.busy_all
+    _, step_idx, ov = iv.overlap_pairs(busy[0], busy[1], s, e)
+    busy_ns = np.bincount(step_idx, weights=ov, minlength=len(steps)).astype(np.int64)
+    wall = e - s
+
+    children = _children(ranges[ranges["globalTid"] == thread], steps)
+    rows = tuple(
+        StepRow(
+            index=i,
+            name=str(steps["name"].iat[i]),
+            start_ns=int(s[i]),
+            wall_ns=int(wall[i]),
+            gpu_busy_ns=int(busy_ns[i]),
+            gpu_idle_ns=int(wall[i] - busy_ns[i]),
+            children=tuple(
+                ChildTime(name=n, cpu_ns=int(ns)) for n, ns in children.get(i, {}).items()
+            ),
+        )
+        for i in range(min(len(steps), ROWS_LISTED))
+    )
+    median = int(np.median(wall))
+    per_child = pd.DataFrame(
+        [(i, n, ns) for i, d in children.items() for n, ns in d.items()],
+        columns=["step", "name", "ns"],
+    )
+    summaries = []
+    if len(per_child):
+        table = per_child.pivot_table(index="step", columns="name", values="ns", aggfunc="sum")
+        table = table.reindex(range(len(steps))).fillna(0)
+        for name in table.sum().sort_values(ascending=False).index:
+            summaries.append(
+                ChildSummary(
+                    name=str(name),
+                    median_ns=int(np.median(table[name])),
+                    share_ratio=float(table[name].sum() / wall.sum()) if wall.sum() else 0.0,
+                )
+            )
+    return StepsResult(
+        range_pattern=chosen,
+        thread=events.thread_label(thread),
+        count=len(steps),
+        median_step_ns=median,
+        mean_step_ns=int(wall.mean()),
+        steps_per_s=1e9 / median if median else 0.0,
+        gpu_busy_ratio=float(busy_ns.sum() / wall.sum()) if wall.sum() else 0.0,
+        children=tuple(summaries),
+        rows=rows,
+    )
+
+
+def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
+    if step_range:
+        wanted = {step_range, range_pattern(step_range)}
+        hits = tops[tops["pattern"].isin(wanted) | tops["name"].isin(wanted)]
+        if not len(hits):
+            known = ", ".join(sorted(tops["pattern"].unique())[:8])
+            raise InputError(
+                f"--step-range {step_range!r}: no top-level NVTX range has that name; "
+                f"top-level ranges here: {known or 'none'}"
+            )
+        return str(hits["pattern"].value_counts().index[0])
+    candidates = tops[~tops["name"].str.contains(_OP_RANGE, regex=True)]
+    candidates = candidates.assign(dur=candidates["end"] - candidates["start"])
+    grouped = candidates.groupby(["pattern", "globalTid"])
+    table = grouped.agg(
+        count=("dur", "size"), total=("dur", "sum"), first=("start", "min"), last=("end", "max")
+    ).reset_index()
+    table["coverage"] = table["total"] / (table["last"] - table["first"]).clip(lower=1)
+    table = table[(table["count"] >= 2) & (table["coverage"] >= MIN_STEP_COVERAGE)]
+    if not len(table):
+        return None
+    table["step_word"] = table["pattern"].str.contains(_STEP_WORD, regex=True)
+    table["numbered"] = table["pattern"].str.contains("#", regex=False)
+    table = table.sort_values(["step_word", "numbered", "total"], ascending=False)
+    return str(table["pattern"].iat[0])
+
+
+def _children(ranges: pd.DataFrame, steps: pd.DataFrame) -> dict[int, dict[str, int]]:
+    """step index -> {child name: CPU ns}, direct children on the step's thread only."""
+    s, e = steps["start"].to_numpy(), steps["end"].to_numpy()
+    idx = np.searchsorted(s, ranges["start"].to_numpy(), side="right") - 1
+    valid = idx >= 0
+    inside = valid.copy()
+    inside[valid] = ranges["end"].to_numpy()[valid] <= e[idx[valid]]
+    inner = ranges[inside].assign(step=idx[inside])
+    # The step ranges themselves are inside their own window: leave them out.
+    is_step = (inner["start"].to_numpy() == s[inner["step"]]) & (
+        inner["end"].to_numpy() == e[inner["step"]]
+    )
+    inner = inner[~is_step]
+    if not len(inner):
+        return {}
+    direct = inner[top_level(inner, "step")]
+    grouped = direct.assign(dur=direct["end"] - direct["start"]).groupby(["step", "pattern"])
+    out: dict[int, dict[str, int]] = {}
+    for (step, name), ns in grouped["dur"].sum().items():
+        out.setdefault(int(step), {})[str(name)] = int(ns)
+    return out

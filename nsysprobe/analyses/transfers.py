@@ -1,0 +1,167 @@
+"""Transfers: copies by copy kind and memory kind, and the APIs that issued them.
+
+Per (copy kind, source memory kind, destination memory kind): count, bytes, the **sum** of copy
+durations and the achieved GB/s (bytes / summed duration). Memory-kind labels come from the
+export's ``ENUM_CUDA_MEM_KIND`` when present and from the exported numbering otherwise (0
+Pageable, 1 Pinned, 2 Device, ...; raw CUPTI numbers them differently).
+
+``memcpy_busy_ns`` and ``kernel_busy_ns`` are **unions** over all devices, and their ratio says
+how much GPU time copies take against compute.
+
+Each copy is joined to the CUDA API call that issued it by correlation id **and** process
+(correlation ids are per process: joining on the id alone mixes up ranks). Copies issued
+through a synchronous API (``cudaMemcpy``, ``cuMemcpyHtoD``, ... without ``Async``) block the
+CPU thread until the copy ends; so do ``Async`` copies from pageable memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.trace.reader import COPY_KIND_LABELS, pid_of
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    copy_kind: str
+    src_kind: str
+    dst_kind: str
+    count: int
+    bytes: int
+    duration_ns: int  # sum of copy durations
+    gbps: float  # bytes / duration_ns (GB/s)
+
+
+@dataclass(frozen=True)
+class ApiRow:
+    api: str
+    copy_kind: str
+    src_kind: str
+    count: int
+    bytes: int
+    duration_ns: int  # sum of the copies' GPU durations
+    synchronous: bool  # the API blocks its thread until the copy ends
+
+
+@dataclass(frozen=True)
+class TransfersResult:
+    rows: tuple[TransferRow, ...]
+    by_api: tuple[ApiRow, ...]
+    memcpy_count: int
+    memcpy_bytes: int
+    memcpy_busy_ns: int  # union over devices
+    kernel_busy_ns: int  # union over devices
+    memcpy_kernel_ratio: float  # memcpy_busy_ns / kernel_busy_ns
+    pageable_htod_count: int
+    pageable_htod_bytes: int
+    pageable_htod_ns: int  # sum of durations
+    pinned_htod_gbps: float | None  # achieved by pinned HtoD copies, when there are any
+    sync_copy_count: int  # copies that blocked their thread (sync API or pageable source)
+    sync_copy_ns: int  # sum of their durations
+    unmatched_count: int  # copies with no API call found (API not traced)
+
+
+def analyze_transfers(events: Events) -> TransfersResult:
+    mc = events.memcpy
+    mem_labels = events.trace.mem_kind_labels()
+    kind = mc["copyKind"].map(lambda k: COPY_KIND_LABELS.get(int(k), f"kind {int(k)}"))
+    src = mc["srcKind"].map(lambda k: mem_labels.get(int(k), "Unknown"))
+    dst = mc["dstKind"].map(lambda k: mem_labels.get(int(k), "Unknown"))
+    table = pd.DataFrame(
+        {
+            "copy_kind": kind,
+            "src_kind": src,
+            "dst_kind": dst,
+            "bytes": mc["bytes"].clip(lower=0),
+            "dur": mc["end"] - mc["start"],
+            "api": _issuing_api(events),
+        }
+    )
+    rows = []
+    if len(table):
+        grouped = table.groupby(["copy_kind", "src_kind", "dst_kind"], sort=False)
+        agg = grouped.agg(count=("dur", "size"), bytes=("bytes", "sum"), dur=("dur", "sum"))
+        agg = agg.sort_values("dur", ascending=False)
+        rows = [
+            TransferRow(
+                copy_kind=k,
+                src_kind=s,
+                dst_kind=d,
+                count=int(r["count"]),
+                bytes=int(r["bytes"]),
+                duration_ns=int(r["dur"]),
+                gbps=_gbps(r["bytes"], r["dur"]),
+            )
+            for (k, s, d), r in agg.iterrows()
+        ]
+    synchronous = table["api"].map(_is_sync_api) | (
+        (table["src_kind"] == "Pageable") & (table["copy_kind"] == "HtoD")
+    )
+    matched = table[table["api"].notna()]
+    by_api = []
+    if len(matched):
+        agg = matched.groupby(["api", "copy_kind", "src_kind"], sort=False).agg(
+            count=("dur", "size"), bytes=("bytes", "sum"), dur=("dur", "sum")
+        )
+        by_api = [
+            ApiRow(
+                api=a,
+                copy_kind=k,
+                src_kind=s,
+                count=int(r["count"]),
+                bytes=int(r["bytes"]),
+                duration_ns=int(r["dur"]),
+                synchronous=_is_sync_api(a) or (s == "Pageable" and k == "HtoD"),
+            )
+            for (a, k, s), r in agg.sort_values("dur", ascending=False).iterrows()
+        ]
+    pageable = table[(table["copy_kind"] == "HtoD") & (table["src_kind"] == "Pageable")]
+    pinned = table[(table["copy_kind"] == "HtoD") & (table["src_kind"] == "Pinned")]
+    memcpy_busy = sum(iv.total(events.device_union(d, "memcpy")) for d in events.device_ids)
+    kernel_busy = sum(iv.total(events.device_union(d, "kernel")) for d in events.device_ids)
+    return TransfersResult(
+        rows=tuple(rows),
+        by_api=tuple(by_api),
+        memcpy_count=len(table),
+        memcpy_bytes=int(table["bytes"].sum()),
+        memcpy_busy_ns=memcpy_busy,
+        kernel_busy_ns=kernel_busy,
+        memcpy_kernel_ratio=memcpy_busy / kernel_busy if kernel_busy else 0.0,
+        pageable_htod_count=len(pageable),
+        pageable_htod_bytes=int(pageable["bytes"].sum()),
+        pageable_htod_ns=int(pageable["dur"].sum()),
+        pinned_htod_gbps=_gbps(pinned["bytes"].sum(), pinned["dur"].sum()) if len(pinned) else None,
+        sync_copy_count=int(synchronous.sum()),
+        sync_copy_ns=int(table.loc[synchronous, "dur"].sum()),
+        unmatched_count=int(table["api"].isna().sum()),
+    )
+
+
+def _issuing_api(events: Events) -> pd.Series:
+    """Name of the API call that issued each copy, joined on (process, correlation id)."""
+    mc, rt = events.memcpy, events.runtime
+    if not len(mc) or not len(rt):
+        return pd.Series([None] * len(mc), dtype=object)
+    left = pd.DataFrame({"pid": pid_of(mc["globalPid"]), "corr": mc["correlationId"].to_numpy()})
+    right = pd.DataFrame(
+        {
+            "pid": pid_of(rt["globalTid"]),
+            "corr": rt["correlationId"].to_numpy(),
+            "nameId": rt["nameId"].to_numpy(),
+        }
+    ).drop_duplicates(["pid", "corr"])
+    joined = left.merge(right, on=["pid", "corr"], how="left")
+    names = {i: api_name(events.name_of(i)) for i in joined["nameId"].dropna().unique()}
+    return joined["nameId"].map(names).astype(object).where(joined["nameId"].notna(), None)
+
+
+def _is_sync_api(api: object) -> bool:
+    return isinstance(api, str) and ("Memcpy" in api) and ("Async" not in api)
+
+
+def _gbps(nbytes: float, ns: float) -> float:
+    return float(nbytes) / float(ns) if ns else 0.0

@@ -1,0 +1,254 @@
+"""The report's sections as titled tables, shared by the text and Markdown renderers.
+
+Each section is (title, note, header, rows): the renderers only lay them out, so the two
+formats cannot disagree on a figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nsysprobe.report import Report
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    notes: tuple[str, ...]
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:,.1f} ms"
+
+
+def pct(ratio: float) -> str:
+    return f"{ratio:.1%}"
+
+
+def size(nbytes: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.2f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def headline(report: Report) -> str:
+    t = report.trace
+    gpus = ", ".join(t.gpus) if t.gpus else "no GPU described"
+    return f"{t.path}: nsys {t.nsys_version or 'version unknown'}, {gpus}"
+
+
+def sections(report: Report) -> list[Section]:
+    out = [_recommendations(report)]
+    if report.findings:
+        out.append(
+            Section(
+                "Capture health",
+                (),
+                ("finding", "what", "fix"),
+                tuple((f.id, f.message, f.fix) for f in report.findings),
+            )
+        )
+    for build in (_steps, _devices, _gaps, _longest_gaps, _transfers, _overlap, _osrt):
+        section = build(report)
+        if section is not None:
+            out.append(section)
+    if report.skipped:
+        out.append(
+            Section(
+                "Skipped analyses",
+                (),
+                ("analysis", "why", "to capture it"),
+                tuple((s.analysis, s.reason, s.fix) for s in report.skipped),
+            )
+        )
+    return out
+
+
+def _recommendations(report: Report) -> Section:
+    rows = tuple(
+        (str(i), r.id, pct(r.expected_gain_ratio), r.reason, r.advice)
+        for i, r in enumerate(report.recommendations, 1)
+    )
+    return Section(
+        "Recommendations, by time saved",
+        ("gain: share of the measured time the fix would save (estimate; see evidence in JSON)",),
+        ("#", "id", "gain", "why", "what to change"),
+        rows,
+    )
+
+
+def _steps(report: Report) -> Section | None:
+    st = report.steps
+    if st is None:
+        return None
+    names = [c.name for c in st.children]
+    notes = (
+        f"step range '{st.range_pattern}' on {st.thread}: {st.count} steps, median "
+        f"{ms(st.median_step_ns)} ({st.steps_per_s:.2f} steps/s), mean {ms(st.mean_step_ns)}",
+        f"GPU busy {pct(st.gpu_busy_ratio)} of step time (union of GPU work in each step)",
+        "children: "
+        + (
+            ", ".join(
+                f"{c.name} median {ms(c.median_ns)} ({pct(c.share_ratio)})" for c in st.children
+            )
+            or "none"
+        ),
+    )
+    rows = []
+    for r in st.rows[:12]:
+        child = {c.name: c.cpu_ns for c in r.children}
+        rows.append(
+            (str(r.index), r.name, ms(r.wall_ns), ms(r.gpu_busy_ns), ms(r.gpu_idle_ns))
+            + tuple(ms(child.get(n, 0)) for n in names)
+        )
+    header = ("#", "step", "wall", "GPU busy", "GPU idle") + tuple(f"{n} (CPU)" for n in names)
+    return Section("Steps", notes, header, tuple(rows))
+
+
+def _devices(report: Report) -> Section | None:
+    g = report.gaps
+    if g is None:
+        return None
+    return Section(
+        "GPU activity",
+        ("busy = union of kernels, memcpy and memset; span = first to last GPU operation",),
+        (
+            "device",
+            "kernels",
+            "memcpy",
+            "memset",
+            "busy",
+            "kernel busy",
+            "span",
+            "busy %",
+            f"gaps > {g.min_gap_ns / 1e6:g} ms",
+            "gap time",
+        ),
+        tuple(
+            (
+                str(d.device_id),
+                f"{d.kernel_count:,}",
+                f"{d.memcpy_count:,}",
+                f"{d.memset_count:,}",
+                ms(d.busy_ns),
+                ms(d.kernel_busy_ns),
+                ms(d.span_ns),
+                pct(d.busy_ratio),
+                f"{d.gap_count:,}",
+                ms(d.gap_ns),
+            )
+            for d in g.devices
+        ),
+    )
+
+
+def _gaps(report: Report) -> Section | None:
+    g = report.gaps
+    if g is None or not g.gap_count:
+        return None
+    return Section(
+        f"Idle gaps: what the CPU thread the GPU waited on was doing ({g.gap_count:,} gaps, {ms(g.gap_ns)})",
+        (
+            "state: cpu = running its own code; os_wait = blocked in poll/futex/read...; "
+            "cuda_* = inside CUDA API calls",
+        ),
+        ("state", "innermost NVTX range", "idle", "share"),
+        tuple(
+            (c.state, c.range or "-", ms(c.idle_ns), pct(c.share_ratio)) for c in g.by_cause[:10]
+        ),
+    )
+
+
+def _longest_gaps(report: Report) -> Section | None:
+    g = report.gaps
+    if g is None or not g.longest:
+        return None
+
+    def top(overlaps) -> str:
+        return ", ".join(f"{o.name} {ms(o.overlap_ns)}" for o in overlaps[:3]) or "-"
+
+    return Section(
+        "Longest gaps",
+        (),
+        ("device", "at", "length", "state", "NVTX open", "OS runtime", "CUDA API"),
+        tuple(
+            (
+                str(x.device_id),
+                f"{x.start_ns / 1e9:.4f} s",
+                ms(x.duration_ns),
+                x.state,
+                top(x.nvtx),
+                top(x.osrt),
+                top(x.cuda_api),
+            )
+            for x in g.longest[:8]
+        ),
+    )
+
+
+def _transfers(report: Report) -> Section | None:
+    t = report.transfers
+    if t is None or not t.memcpy_count:
+        return None
+    return Section(
+        "Transfers",
+        (
+            f"memcpy busy {ms(t.memcpy_busy_ns)} vs kernel busy {ms(t.kernel_busy_ns)} "
+            f"(unions): ratio {t.memcpy_kernel_ratio:.2f}",
+            f"{t.sync_copy_count:,} copies blocked the CPU thread (synchronous API or pageable "
+            f"source), {ms(t.sync_copy_ns)}",
+            "time is the sum of copy durations",
+        ),
+        ("kind", "from", "to", "count", "bytes", "time", "GB/s"),
+        tuple(
+            (
+                r.copy_kind,
+                r.src_kind,
+                r.dst_kind,
+                f"{r.count:,}",
+                size(r.bytes),
+                ms(r.duration_ns),
+                f"{r.gbps:.1f}",
+            )
+            for r in t.rows
+        ),
+    )
+
+
+def _overlap(report: Report) -> Section | None:
+    o = report.overlap
+    if o is None or not o.htod_ns:
+        return None
+    return Section(
+        "Copy/compute overlap",
+        ("HtoD time as a union; overlapped = while a kernel ran on the same device",),
+        ("device", "HtoD", "overlapped", "exposed", "overlap %"),
+        tuple(
+            (
+                str(d.device_id),
+                ms(d.htod_ns),
+                ms(d.overlapped_ns),
+                ms(d.exposed_ns),
+                pct(d.overlap_ratio),
+            )
+            for d in o.devices
+        ),
+    )
+
+
+def _osrt(report: Report) -> Section | None:
+    o = report.osrt
+    if o is None or not o.rows:
+        return None
+    return Section(
+        "OS runtime",
+        ("total is the sum of call durations; in gaps = overlap with GPU idle gaps",),
+        ("function", "thread", "count", "total", "longest", "in gaps"),
+        tuple(
+            (r.function, r.thread, f"{r.count:,}", ms(r.total_ns), ms(r.max_ns), ms(r.in_gap_ns))
+            for r in o.rows[:15]
+        ),
+    )

@@ -1,0 +1,150 @@
+"""``analyze(path) -> Report``: the one call behind ``nsysprobe analyze``.
+
+capture (export a report when needed) -> trace (read-only reader) -> analyses -> diagnosis.
+The Report is plain frozen dataclasses; ``nsysprobe.render`` turns it into text, JSON or
+Markdown. Nothing in it comes from the environment nsys stores in a report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps, device_gaps
+from nsysprobe.analyses.health import Finding, analyze_health
+from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
+from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
+from nsysprobe.analyses.steps import StepsResult, analyze_steps
+from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
+from nsysprobe.diagnose import Evidence, Recommendation, diagnose
+from nsysprobe.errors import InputError
+from nsysprobe.trace.reader import Trace, pid_of
+
+SCHEMA_VERSION = 1
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    path: str
+    nsys_version: str | None
+    schema_version: str | None
+    gpus: tuple[str, ...]
+    session_start_utc_ns: int | None
+    processes: int  # processes with GPU work
+
+
+@dataclass(frozen=True)
+class Skipped:
+    analysis: str
+    reason: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Report:
+    schema_version: int
+    trace: TraceInfo
+    gaps: GapsResult | None
+    transfers: TransfersResult | None
+    osrt: OsrtResult | None
+    overlap: OverlapResult | None
+    steps: StepsResult | None
+    findings: tuple[Finding, ...]
+    recommendations: tuple[Recommendation, ...]
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def verdict(self) -> Recommendation | None:
+        return self.recommendations[0] if self.recommendations else None
+
+
+def analyze(
+    path: str | Path,
+    *,
+    min_gap_ms: float = DEFAULT_MIN_GAP_NS / 1e6,
+    step_range: str | None = None,
+    nsys: str | None = None,
+) -> Report:
+    """Analyze a ``.sqlite`` export or a ``.nsys-rep``/``.qdrep`` report (exported first)."""
+    path = Path(path)
+    if min_gap_ms < 0:
+        raise InputError(f"--min-gap-ms {min_gap_ms}: must be 0 or more")
+    if path.suffix in REPORT_SUFFIXES:
+        from nsysprobe.capture.export import ensure_sqlite
+
+        path = ensure_sqlite(path, nsys=nsys)
+    with Trace(path) as trace:
+        return analyze_trace(trace, min_gap_ns=int(round(min_gap_ms * 1e6)), step_range=step_range)
+
+
+def analyze_trace(
+    trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, step_range: str | None = None
+) -> Report:
+    events = Events.load(trace)
+    skipped: list[Skipped] = []
+    gpu = events.has_gpu_activity
+    cuda_fix = "profile with --trace=cuda,nvtx,osrt on a machine with a CUDA GPU"
+    gaps = transfers = overlap = osrt = None
+    if gpu:
+        gaps = analyze_gaps(events, min_gap_ns)
+        transfers = analyze_transfers(events)
+        overlap = analyze_overlap(events)
+    else:
+        for name in ("gaps", "transfers", "overlap"):
+            skipped.append(Skipped(name, "no GPU activity in the trace", cuda_fix))
+    if len(events.osrt):
+        osrt = analyze_osrt(events, device_gaps(events, min_gap_ns) if gpu else {})
+    else:
+        skipped.append(
+            Skipped("osrt", "no OS-runtime calls in the trace", "profile with --trace=osrt")
+        )
+    steps = analyze_steps(events, step_range)
+    if steps is None:
+        reason = (
+            "no NVTX ranges in the trace"
+            if not len(events.nvtx)
+            else "no top-level NVTX range repeats"
+        )
+        skipped.append(
+            Skipped(
+                "steps",
+                reason,
+                "wrap each step in an NVTX range such as 'Batch i' "
+                "(nvtx.annotate), or name it with --step-range",
+            )
+        )
+    health = analyze_health(events)
+    gpu_pids = set().union(*events.device_pids.values()) if events.device_pids else set()
+    traced_pids = set(np.unique(pid_of(events.osrt["globalTid"])).tolist())
+    evidence = Evidence(
+        gaps=gaps,
+        transfers=transfers,
+        overlap=overlap,
+        steps=steps,
+        health=health,
+        loader_processes=len(traced_pids - gpu_pids) if gpu_pids else 0,
+    )
+    info = TraceInfo(
+        path=trace.path.name,
+        nsys_version=trace.nsys_version,
+        schema_version=trace.schema_version,
+        gpus=tuple(f"{g.name} ({g.bus_id})" if g.bus_id else g.name for g in trace.gpus()),
+        session_start_utc_ns=trace.session_start_utc_ns,
+        processes=len(gpu_pids),
+    )
+    return Report(
+        schema_version=SCHEMA_VERSION,
+        trace=info,
+        gaps=gaps,
+        transfers=transfers,
+        osrt=osrt,
+        overlap=overlap,
+        steps=steps,
+        findings=health,
+        recommendations=diagnose(evidence),
+        skipped=tuple(skipped),
+    )

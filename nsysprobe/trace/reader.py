@@ -1,0 +1,488 @@
+"""A read-only view over any Nsight Systems SQLite export, 2020.3 to 2026.2.
+
+This is the only module that opens SQLite. It hides what changed between nsys versions:
+
+- tables are absent when empty (exports are "lazy"), so every reader returns an empty frame
+  with the documented columns rather than failing;
+- columns are selected by name (they were inserted mid-table across versions) and optional
+  ones are filled with NULL when a version lacks them;
+- NVTX text sits in ``text`` or in ``textId`` (-> ``StringIds``), both within one file;
+- metadata lives in ``META_DATA_EXPORT``/``META_DATA_CAPTURE`` (2023.4+), ``EXPORT_META_DATA``
+  (2022.4) or nowhere (older);
+- text may not be UTF-8 (a Windows export held cp1251 bytes): it is decoded leniently.
+
+The environment nsys stores in a report (``TARGET_INFO_SYSTEM_ENV``, parts of
+``META_DATA_CAPTURE``) is never read here, so nothing downstream can copy it.
+
+Times are integer nanoseconds on the report's one clock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.errors import InputError, TraceError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# NVTX eventType values as exported (ENUM_NSYS_EVENT_TYPE).
+NVTX_PUSH_POP = 59
+NVTX_START_END = 60
+NVTX_DOMAIN_CREATE = 75
+NVTX_DOMAIN_DESTROY = 76
+NVTX_RANGE_TYPES = (NVTX_PUSH_POP, NVTX_START_END)
+
+# Memory kinds as exported (ENUM_CUDA_MEM_KIND); raw CUPTI numbers them differently.
+MEM_KIND_LABELS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
+COPY_KIND_LABELS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "UVM HtoD",
+    12: "UVM DtoH",
+    13: "UVM DtoD",
+}
+
+# Capture options nsys records per process; names only, never values of the environment.
+_CAPTURE_FLAGS = {
+    "COLLECT_NVTX_TRACE": "nvtx",
+    "COLLECT_CUDA_TRACE": "cuda",
+}
+_CAPTURE_EVENT_TYPES = {"NvtxEvents": "nvtx", "Cuda": "cuda", "OSRuntime": "osrt"}
+
+
+def pid_of(global_id: pd.Series | np.ndarray) -> np.ndarray:
+    """The process id packed in a ``globalTid``/``globalPid`` (bits 24-47)."""
+    return (np.asarray(global_id, dtype=np.int64) >> 24) & 0xFFFFFF
+
+
+def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
+    """The thread id packed in a ``globalTid`` (bits 0-23)."""
+    return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
+
+
+def _lenient_text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    device_id: int
+    name: str
+    bus_id: str
+
+
+class Trace:
+    """An open export. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        _check_sqlite_file(self.path)
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        try:
+            self._db = sqlite3.connect(uri, uri=True)
+            self._db.text_factory = _lenient_text
+            names = self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(
+                f"{self.path}: cannot read it as SQLite ({exc}); re-export it with "
+                f"`nsys export --type sqlite`"
+            ) from exc
+        self.tables: frozenset[str] = frozenset(n for (n,) in names)
+        if "StringIds" not in self.tables and not self.tables & _EVENT_TABLES:
+            raise TraceError(
+                f"{self.path}: an SQLite file but not an Nsight Systems export (no StringIds "
+                f"and no event tables); export the report with `nsys export --type sqlite`"
+            )
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self.tables:
+            return []
+        return [row[1] for row in self._db.execute(f'PRAGMA table_info("{table}")')]
+
+    def count(self, table: str) -> int:
+        if table not in self.tables:
+            return 0
+        return self._db.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+
+    def _resolve(
+        self, table: str, wanted: list[str], aliases: dict[str, Iterable[str]] | None
+    ) -> list[str | None]:
+        """The column each wanted name has in this export, or None where it has none."""
+        present = set(self.columns(table))
+        found = []
+        for col in wanted:
+            candidates = list((aliases or {}).get(col, ())) or [col]
+            found.append(next((c for c in candidates if c in present), None))
+        return found
+
+    def _select(
+        self,
+        table: str,
+        wanted: Iterable[str],
+        where: str = "",
+        aliases: dict[str, Iterable[str]] | None = None,
+    ) -> pd.DataFrame:
+        """Select ``wanted`` columns by name; those a version lacks come back as NULL.
+
+        ``aliases`` maps an output column to the names it has had across versions.
+        """
+        wanted = list(wanted)
+        if table not in self.tables:
+            return pd.DataFrame({c: pd.Series(dtype="object") for c in wanted})
+        exprs = [
+            f'"{src}" AS "{col}"' if src else f'NULL AS "{col}"'
+            for col, src in zip(wanted, self._resolve(table, wanted, aliases))
+        ]
+        sql = f'SELECT {", ".join(exprs)} FROM "{table}" {where}'
+        rows = self._fetch(table, sql)
+        return pd.DataFrame.from_records(rows, columns=wanted)
+
+    def _intervals(
+        self,
+        table: str,
+        wanted: Iterable[str],
+        aliases: dict[str, Iterable[str]] | None = None,
+        where: str = "",
+    ) -> pd.DataFrame:
+        """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64.
+
+        Streams rows straight into a numpy record array (no Python tuples kept), so a table of
+        ten million rows costs its int64 columns and little more. Rows with a NULL or reversed
+        interval are left out and counted in ``attrs['dropped']``; a NULL in another column
+        reads as -1, a column this version lacks as -1 too.
+        """
+        cols = ["start", "end", *wanted]
+        if table not in self.tables:
+            df = _empty(cols)
+            df.attrs["dropped"] = 0
+            return df
+        sources = self._resolve(table, cols, aliases)
+        if sources[0] is None or sources[1] is None:
+            raise TraceError(
+                f"{self.path}: table {table} has no start/end columns; this is not an "
+                f"Nsight Systems export nsysprobe can read"
+            )
+        exprs = [f'CAST(IFNULL("{src}", -1) AS INTEGER)' if src else "-1" for src in sources]
+        valid = (
+            f'"{sources[0]}" IS NOT NULL AND "{sources[1]}" IS NOT NULL AND '
+            f'"{sources[1]}" >= "{sources[0]}"'
+        )
+        cond = f"WHERE {valid}" + (f" AND ({where})" if where else "")
+        sql = f'SELECT {", ".join(exprs)} FROM "{table}" {cond}'
+        dtype = np.dtype([(c, np.int64) for c in cols])
+        try:
+            cur = self._db.execute(sql)
+            records = np.fromiter(cur, dtype=dtype)
+            total = self.count_where(table, where or "1")
+        except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
+            raise TraceError(f"{self.path}: reading {table} failed ({exc})") from exc
+        df = pd.DataFrame({c: records[c] for c in cols})
+        df.attrs["dropped"] = int(total - len(df))
+        return df
+
+    def _fetch(self, table: str, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(f"{self.path}: reading {table} failed ({exc})") from exc
+
+    # -- strings and metadata -------------------------------------------------------------
+
+    @cached_property
+    def strings(self) -> dict[int, str]:
+        if "StringIds" not in self.tables:
+            return {}
+        return dict(self._db.execute("SELECT id, value FROM StringIds").fetchall())
+
+    def names(self, ids: pd.Series) -> pd.Series:
+        """Map string ids to text; unknown ids give ``"<unknown>"``."""
+        strings = self.strings
+        return ids.map(lambda i: strings.get(int(i), "<unknown>") if pd.notna(i) else "<unknown>")
+
+    @cached_property
+    def export_meta(self) -> dict[str, str]:
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if table in self.tables:
+                return {
+                    str(k): str(v)
+                    for k, v in self._db.execute(f'SELECT name, value FROM "{table}"')
+                }
+        return {}
+
+    @cached_property
+    def nsys_version(self) -> str | None:
+        return self.export_meta.get("EXPORT_PRODUCT_VERSION")
+
+    @cached_property
+    def schema_version(self) -> str | None:
+        return self.export_meta.get("EXPORT_SCHEMA_VERSION")
+
+    @cached_property
+    def requested_traces(self) -> frozenset[str] | None:
+        """What the capture asked to trace (``cuda``, ``nvtx``, ``osrt``), or None if unknown.
+
+        Read from the capture options only (``CAPTURE_EVENT_TYPE`` and the per-process
+        ``COLLECT_*_TRACE`` flags); old exports do not record them.
+        """
+        if "META_DATA_CAPTURE" not in self.tables:
+            return None
+        found: set[str] = set()
+        for name, value in self._db.execute("SELECT name, value FROM META_DATA_CAPTURE"):
+            key = str(name).rsplit(":", 1)[-1]
+            if key == "CAPTURE_EVENT_TYPE" and value in _CAPTURE_EVENT_TYPES:
+                found.add(_CAPTURE_EVENT_TYPES[value])
+            elif key in _CAPTURE_FLAGS and str(value).lower() == "true":
+                found.add(_CAPTURE_FLAGS[key])
+        return frozenset(found)
+
+    @cached_property
+    def session_start_utc_ns(self) -> int | None:
+        if "TARGET_INFO_SESSION_START_TIME" not in self.tables:
+            return None
+        row = self._db.execute(
+            "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"
+        ).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
+    @cached_property
+    def capture_window_ns(self) -> tuple[int, int] | None:
+        """(start, stop) of the capture from ``ANALYSIS_DETAILS``, when the export has it."""
+        if "ANALYSIS_DETAILS" not in self.tables:
+            return None
+        df = self._select("ANALYSIS_DETAILS", ["startTime", "stopTime"])
+        if df.empty or df["startTime"].isna().all():
+            return None
+        return int(df["startTime"].min()), int(df["stopTime"].max())
+
+    def gpus(self) -> list[GpuInfo]:
+        """GPUs the report describes: ``TARGET_INFO_GPU`` (2021.3+), ``TARGET_INFO_CUDA_GPU``
+        (2020.3) or ``TARGET_INFO_CUDA_DEVICE`` (2025.1+)."""
+        for table, id_cols, bus_cols in (
+            ("TARGET_INFO_GPU", ("cuDevice", "id"), ("busLocation",)),
+            ("TARGET_INFO_CUDA_DEVICE", ("cudaId", "id"), ("busLocation", "pciBusId")),
+            ("TARGET_INFO_CUDA_GPU", ("cudaId", "id"), ("busLocation", "pciBusId")),
+        ):
+            if table not in self.tables or self.count(table) == 0:
+                continue
+            df = self._select(
+                table,
+                ["device_id", "name", "bus_id"],
+                aliases={"device_id": id_cols, "name": ("name",), "bus_id": bus_cols},
+            )
+            return [
+                GpuInfo(
+                    device_id=int(r.device_id) if pd.notna(r.device_id) else i,
+                    name=str(r.name) if pd.notna(r.name) else "unknown GPU",
+                    bus_id=str(r.bus_id) if pd.notna(r.bus_id) else "",
+                )
+                for i, r in enumerate(df.itertuples(index=False))
+            ]
+        return []
+
+    def thread_names(self) -> dict[int, str]:
+        """globalTid -> thread name, where the export recorded one."""
+        if "ThreadNames" not in self.tables:
+            return {}
+        df = self._select("ThreadNames", ["globalTid", "nameId"])
+        return {
+            int(t): self.strings.get(int(n), "")
+            for t, n in zip(df["globalTid"], df["nameId"])
+            if pd.notna(t) and pd.notna(n)
+        }
+
+    def process_names(self) -> dict[int, str]:
+        """pid -> process name."""
+        if "PROCESSES" not in self.tables:
+            return {}
+        df = self._select("PROCESSES", ["pid", "name"])
+        return {int(p): str(n) for p, n in zip(df["pid"], df["name"]) if pd.notna(p)}
+
+    def mem_kind_labels(self) -> dict[int, str]:
+        return self._enum_labels("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS)
+
+    def _enum_labels(self, table: str, default: dict[int, str]) -> dict[int, str]:
+        if table not in self.tables:
+            return dict(default)
+        df = self._select(table, ["id", "label"])
+        labels = dict(default)
+        labels.update({int(i): str(lab) for i, lab in zip(df["id"], df["label"]) if pd.notna(i)})
+        return labels
+
+    # -- events ---------------------------------------------------------------------------
+
+    def kernels(self) -> pd.DataFrame:
+        """Columns: start, end, deviceId, streamId, correlationId, globalPid, nameId."""
+        return self._gpu_ops(
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            ["nameId"],
+            aliases={"nameId": ("shortName", "demangledName")},
+        )
+
+    def memcpy(self) -> pd.DataFrame:
+        """Columns: start, end, deviceId, streamId, correlationId, globalPid, bytes, copyKind,
+        srcKind, dstKind."""
+        return self._gpu_ops(
+            "CUPTI_ACTIVITY_KIND_MEMCPY", ["bytes", "copyKind", "srcKind", "dstKind"]
+        )
+
+    def memset(self) -> pd.DataFrame:
+        """Columns: start, end, deviceId, streamId, correlationId, globalPid, bytes, memKind."""
+        return self._gpu_ops("CUPTI_ACTIVITY_KIND_MEMSET", ["bytes", "memKind"])
+
+    def _gpu_ops(
+        self, table: str, extra: list[str], aliases: dict[str, Iterable[str]] | None = None
+    ) -> pd.DataFrame:
+        cols = ["deviceId", "streamId", "correlationId", "globalPid", *extra]
+        return self._intervals(
+            table, cols, aliases={"globalPid": ("globalPid", "processId"), **(aliases or {})}
+        )
+
+    def runtime(self) -> pd.DataFrame:
+        """CUDA runtime and driver API calls. Columns: start, end, globalTid, correlationId,
+        nameId."""
+        frames = [
+            self._intervals(t, ["globalTid", "correlationId", "nameId"])
+            for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
+            if t in self.tables
+        ]
+        if len(frames) == 1:
+            return frames[0]
+        if not frames:
+            return self._intervals(
+                "CUPTI_ACTIVITY_KIND_RUNTIME", ["globalTid", "correlationId", "nameId"]
+            )
+        dropped = sum(f.attrs["dropped"] for f in frames)
+        df = pd.concat(frames, ignore_index=True)
+        df.attrs["dropped"] = dropped
+        return df
+
+    def osrt(self) -> pd.DataFrame:
+        """OS-runtime calls. Columns: start, end, globalTid, nameId."""
+        return self._intervals("OSRT_API", ["globalTid", "nameId"])
+
+    def profiler_overhead(self) -> pd.DataFrame:
+        """CUDA profiling overhead ranges. Columns: start, end, globalTid."""
+        return self._intervals("PROFILER_OVERHEAD", ["globalTid"])
+
+    def nvtx_counts(self) -> dict[int, int]:
+        """eventType -> row count in NVTX_EVENTS (to tell "no ranges" from "no NVTX")."""
+        if "NVTX_EVENTS" not in self.tables:
+            return {}
+        return {
+            int(t): int(n)
+            for t, n in self._db.execute(
+                "SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType"
+            )
+            if t is not None
+        }
+
+    def nvtx_ranges(self) -> pd.DataFrame:
+        """Closed NVTX push/pop and start/end ranges.
+
+        Columns: start, end, globalTid, name, color (ARGB int, -1 when none), eventType,
+        domainId. The name comes from ``text`` or, when that is NULL, from ``textId``.
+        """
+        ints = ["start", "end", "globalTid", "color", "eventType", "domainId"]
+        where = f"eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END})"
+        df = self._select("NVTX_EVENTS", [*ints, "text", "textId"], where=_interval_where(where))
+        dropped = self.count_where("NVTX_EVENTS", where) - len(df)
+        for col in ints:
+            df[col] = pd.to_numeric(df[col], errors="coerce").fillna(-1).astype("int64")
+        text = df["text"].astype(object)
+        text_ids = pd.to_numeric(df["textId"], errors="coerce")
+        name = text.where(text.notna(), self.names(text_ids)).astype(str)
+        out = df[ints[:3]].copy()
+        out["name"] = name.to_numpy()
+        for col in ints[3:]:
+            out[col] = df[col]
+        out.attrs["dropped"] = int(dropped)
+        return out
+
+    def count_where(self, table: str, where: str) -> int:
+        if table not in self.tables:
+            return 0
+        sql = f'SELECT count(*) FROM "{table}" WHERE {where}'
+        return int(self._fetch(table, sql)[0][0])
+
+
+_EVENT_TABLES = frozenset(
+    {
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "NVTX_EVENTS",
+        "OSRT_API",
+    }
+)
+
+
+def _empty(cols: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
+
+
+def _interval_where(extra: str) -> str:
+    return f'WHERE "start" IS NOT NULL AND "end" IS NOT NULL AND "end" >= "start" AND ({extra})'
+
+
+def _check_sqlite_file(path: Path) -> None:
+    if not path.exists():
+        raise InputError(f"{path}: no such file; give a .sqlite export or a .nsys-rep report")
+    if path.is_dir():
+        raise InputError(
+            f"{path}: is a directory; give a .sqlite export or a .nsys-rep report inside it"
+        )
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror}); check its permissions") from exc
+    if head != SQLITE_MAGIC:
+        what = "an empty file" if not head else "not an SQLite file"
+        raise InputError(
+            f"{path}: {what}; give a .sqlite export (`nsys export --type sqlite REPORT`) "
+            f"or a .nsys-rep report"
+        )
