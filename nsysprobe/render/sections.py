@@ -150,7 +150,8 @@ def _gaps(report: Report) -> Section | None:
     if g is None or not g.gap_count:
         return None
     return Section(
-        f"Idle gaps: what the CPU thread the GPU waited on was doing ({g.gap_count:,} gaps, {ms(g.gap_ns)})",
+        f"Idle gaps: what the thread the GPU waited on was doing "
+        f"({g.gap_count:,} gaps, {ms(g.gap_ns)})",
         (
             "state: cpu = running its own code; os_wait = blocked in poll/futex/read...; "
             "cuda_* = inside CUDA API calls",

@@ -1,0 +1,1 @@
+"""One module per question asked of a trace; each a function of the loaded events."""

@@ -1,0 +1,1 @@
+"""Read-only access to Nsight Systems SQLite exports."""
