@@ -23,8 +23,11 @@ def as_intervals(starts, ends) -> Intervals:
 
 
 def union(starts, ends) -> Intervals:
-    """Merge intervals into sorted, disjoint ones (intervals that touch are merged)."""
+    """Merge intervals into sorted, disjoint ones (intervals that touch are merged; empty
+    ones cover no time and are dropped)."""
     starts, ends = as_intervals(starts, ends)
+    nonempty = ends > starts
+    starts, ends = starts[nonempty], ends[nonempty]
     if starts.size == 0:
         return starts.copy(), ends.copy()
     order = np.argsort(starts, kind="stable")

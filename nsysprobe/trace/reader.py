@@ -85,6 +85,13 @@ def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
     return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
 
 
+def as_text(value: object) -> str:
+    """Text of a value that should be text: BLOBs and numbers are decoded or formatted."""
+    if isinstance(value, bytes):
+        return _lenient_text(value)
+    return value if isinstance(value, str) else str(value)
+
+
 def _lenient_text(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
@@ -236,7 +243,8 @@ class Trace:
     def strings(self) -> dict[int, str]:
         if "StringIds" not in self.tables:
             return {}
-        return dict(self._db.execute("SELECT id, value FROM StringIds").fetchall())
+        rows = self._fetch("StringIds", "SELECT id, value FROM StringIds")
+        return {int(i): as_text(v) for i, v in rows if isinstance(i, int)}
 
     def names(self, ids: pd.Series) -> pd.Series:
         """Map string ids to text; unknown ids give ``"<unknown>"``."""
@@ -432,7 +440,7 @@ class Trace:
         dropped = self.count_where("NVTX_EVENTS", where) - len(df)
         for col in ints:
             df[col] = pd.to_numeric(df[col], errors="coerce").fillna(-1).astype("int64")
-        text = df["text"].astype(object)
+        text = df["text"].map(as_text, na_action="ignore").astype(object)
         text_ids = pd.to_numeric(df["textId"], errors="coerce")
         name = text.where(text.notna(), self.names(text_ids)).astype(str)
         out = df[ints[:3]].copy()

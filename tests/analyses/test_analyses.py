@@ -1,0 +1,207 @@
+"""Each analysis on a small export whose answers are worked out by hand below.
+
+Timeline of the scenario (ms), device 0, one process, main thread M and worker thread W:
+
+    GPU   kernels [0,10) s7, [5,12) s9 | HtoD pageable [20,25), memset [25,26)
+          kernel [40,50), pinned HtoD [42,44) s9
+    busy union [0,12) [20,26) [40,50) = 28 ms of a 50 ms span; gaps [12,20) 8 ms, [26,40) 14 ms
+    M     NVTX Batch 0 [0,20) > get batch [10,20)
+               Batch 1 [20,41) > copy batch [20,25), Compute [26,41)
+          poll [12,18); cudaMemcpy [20,25); munmap [27,35); cudaLaunchKernel at 39
+    W     munmap [0,3)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.gaps import analyze_gaps, device_gaps
+from nsysprobe.analyses.health import analyze_health
+from nsysprobe.analyses.osrt import analyze_osrt
+from nsysprobe.analyses.overlap import analyze_overlap
+from nsysprobe.analyses.steps import analyze_steps
+from nsysprobe.analyses.transfers import analyze_transfers
+from nsysprobe.errors import InputError
+from nsysprobe.trace.reader import Trace
+
+from exports import MAIN_TID, WORKER_TID, Export
+
+MS = 1_000_000
+
+
+def scenario() -> Export:
+    ex = Export()
+    ex.thread_name("main")
+    ex.kernel(0, 10 * MS, stream=7)
+    ex.kernel(5 * MS, 12 * MS, stream=9)
+    ex.memcpy(20 * MS, 25 * MS, 10_000_000, src=0, api="cudaMemcpy_v3020")
+    ex.memset(25 * MS, 26 * MS)
+    ex.kernel(40 * MS, 50 * MS, launch_at=39 * MS)
+    ex.memcpy(
+        42 * MS,
+        44 * MS,
+        2_000_000,
+        src=1,
+        stream=9,
+        api="cudaMemcpyAsync_v3020",
+        api_span=(41 * MS, 41 * MS + 5_000),
+    )
+    ex.nvtx(0, 20 * MS, "Batch 0")
+    ex.nvtx(10 * MS, 20 * MS, "get batch")
+    ex.nvtx(20 * MS, 41 * MS, "Batch 1")
+    ex.nvtx(20 * MS, 25 * MS, "copy batch")
+    ex.nvtx(26 * MS, 41 * MS, "Compute")
+    ex.osrt(12 * MS, 18 * MS, "poll")
+    ex.osrt(27 * MS, 35 * MS, "munmap")
+    ex.osrt(0, 3 * MS, "munmap", tid=WORKER_TID)
+    return ex
+
+
+@pytest.fixture
+def events(build):
+    trace = Trace(build(scenario()))
+    yield Events.load(trace)
+    trace.close()
+
+
+def test_busy_is_a_union_and_gaps_are_attributed(events):
+    g = analyze_gaps(events, min_gap_ns=MS)
+    (dev,) = g.devices
+    assert (dev.busy_ns, dev.kernel_busy_ns, dev.memcpy_busy_ns) == (28 * MS, 22 * MS, 7 * MS)
+    assert (dev.span_ns, dev.idle_ns, dev.gap_count, dev.gap_ns) == (50 * MS, 22 * MS, 2, 22 * MS)
+    assert dev.busy_ratio == pytest.approx(28 / 50)
+    assert (dev.kernel_count, dev.memcpy_count, dev.memset_count) == (3, 2, 1)
+    causes = {(c.state, c.range): c.idle_ns for c in g.by_cause}
+    assert causes == {("os_call", "Compute"): 14 * MS, ("os_wait", "get batch"): 8 * MS}
+    longest = g.longest[0]
+    assert (longest.start_ns, longest.end_ns, longest.state) == (26 * MS, 40 * MS, "os_call")
+    assert [(o.name, o.overlap_ns) for o in longest.osrt] == [("munmap", 8 * MS)]
+    assert {o.name for o in longest.nvtx} == {"Batch 1", "Compute"}
+    assert [(o.name, o.overlap_ns) for o in longest.cuda_api] == [("cudaLaunchKernel", 1_000)]
+
+
+def test_threshold_is_strict(events):
+    assert analyze_gaps(events, min_gap_ns=8 * MS).gap_count == 1  # the 8 ms gap is not > 8 ms
+    assert analyze_gaps(events, min_gap_ns=8 * MS - 1).gap_count == 2
+    assert analyze_gaps(events, min_gap_ns=14 * MS).gap_count == 0
+
+
+def test_transfers_by_kind_and_issuing_api(events):
+    t = analyze_transfers(events)
+    rows = {(r.copy_kind, r.src_kind, r.dst_kind): r for r in t.rows}
+    pageable = rows[("HtoD", "Pageable", "Device")]
+    assert (pageable.count, pageable.bytes, pageable.duration_ns) == (1, 10_000_000, 5 * MS)
+    assert pageable.gbps == pytest.approx(2.0)
+    assert t.pinned_htod_gbps == pytest.approx(1.0)
+    assert (t.memcpy_busy_ns, t.kernel_busy_ns) == (7 * MS, 22 * MS)
+    assert t.memcpy_kernel_ratio == pytest.approx(7 / 22)
+    apis = {(a.api, a.src_kind): a.synchronous for a in t.by_api}
+    assert apis == {("cudaMemcpy", "Pageable"): True, ("cudaMemcpyAsync", "Pinned"): False}
+    assert (t.sync_copy_count, t.sync_copy_ns, t.unmatched_count) == (1, 5 * MS, 0)
+
+
+def test_copy_compute_overlap_is_union_based(events):
+    o = analyze_overlap(events)
+    assert (o.htod_ns, o.overlapped_ns, o.exposed_ns) == (7 * MS, 2 * MS, 5 * MS)
+    assert o.overlap_ratio == pytest.approx(2 / 7)
+
+
+def test_osrt_per_function_and_thread_with_time_in_gaps(events):
+    o = analyze_osrt(events, device_gaps(events, MS))
+    rows = {(r.function, r.thread.split(" (")[0]): r for r in o.rows}
+    munmap_main = rows[("munmap", "main")]
+    assert (munmap_main.count, munmap_main.total_ns, munmap_main.in_gap_ns) == (1, 8 * MS, 8 * MS)
+    assert rows[("poll", "main")].in_gap_ns == 6 * MS
+    worker = [r for r in o.rows if r.thread == f"thread 4242/{WORKER_TID}"]
+    assert [(r.function, r.in_gap_ns) for r in worker] == [("munmap", 0)]
+    fns = {f.function: f for f in o.functions}
+    assert (fns["munmap"].count, fns["munmap"].total_ns, fns["munmap"].max_ns) == (
+        2,
+        11 * MS,
+        8 * MS,
+    )
+    assert o.rows[0].function == "munmap"  # most time in gaps first
+
+
+def test_steps_breakdown(events):
+    s = analyze_steps(events)
+    assert (s.range_pattern, s.count) == ("Batch #", 2)
+    assert [(r.wall_ns, r.gpu_busy_ns, r.gpu_idle_ns) for r in s.rows] == [
+        (20 * MS, 12 * MS, 8 * MS),
+        (21 * MS, 7 * MS, 14 * MS),
+    ]
+    assert [dict((c.name, c.cpu_ns) for c in r.children) for r in s.rows] == [
+        {"get batch": 10 * MS},
+        {"copy batch": 5 * MS, "Compute": 15 * MS},
+    ]
+    assert s.median_step_ns == 20_500_000
+    assert s.steps_per_s == pytest.approx(1e9 / 20.5e6)
+    assert s.gpu_busy_ratio == pytest.approx(19 / 41)
+    assert s.thread == f"main (4242/{MAIN_TID})"
+
+
+def test_step_range_override_and_unknown_name(events):
+    assert analyze_steps(events, "Batch 7").range_pattern == "Batch #"
+    with pytest.raises(InputError) as err:
+        analyze_steps(events, "train_step")
+    assert str(err.value) == (
+        "--step-range 'train_step': no top-level NVTX range has that name; top-level ranges "
+        "here: Batch #"
+    )
+
+
+def test_correlation_ids_are_joined_per_process(build):
+    ex = Export()
+    # The same correlation id in two processes: rank A's copy is async from pinned memory,
+    # rank B made a synchronous cudaMemcpy with that id. A join on the id alone would call
+    # rank A's copy synchronous.
+    ex.memcpy(0, MS, 1000, src=1, api=None, pid=100)
+    ex.tables["CUPTI_ACTIVITY_KIND_MEMCPY"][-1]["correlationId"] = 5
+    ex.api(0, MS, "cudaMemcpyAsync_v3020", corr=5, pid=100, tid=100)
+    ex.api(0, MS, "cudaMemcpy_v3020", corr=5, pid=200, tid=200)
+    with Trace(build(ex)) as trace:
+        t = analyze_transfers(Events.load(trace))
+    assert [(a.api, a.synchronous) for a in t.by_api] == [("cudaMemcpyAsync", False)]
+    assert t.sync_copy_count == 0
+
+
+def test_health_on_a_complete_capture_reports_nothing(events):
+    assert analyze_health(events) == ()
+
+
+@pytest.mark.parametrize(
+    "setup, ids",
+    [
+        ("empty", {"capture_not_started"}),
+        ("nvtx_only", {"no_gpu_activity", "no_osrt"}),
+        ("domains_only_2023", {"nvtx_missing"}),
+    ],
+)
+def test_health_findings(build, setup, ids):
+    ex = Export()
+    if setup == "nvtx_only":
+        ex.nvtx(0, 10, "x")
+    if setup == "domains_only_2023":
+        ex.capture = {"PROCESS_0:COLLECT_NVTX_TRACE": "true"}
+        ex.kernel(0, 10)
+        ex.osrt(0, 5, "poll")
+        ex.nvtx(0, 0, "domain", event_type=75)
+    with Trace(build(ex)) as trace:
+        found = analyze_health(Events.load(trace))
+    assert {f.id for f in found} == ids
+    if setup == "domains_only_2023":
+        assert "nvtx package 0.2.12 and later records no ranges under nsys 2023.x" in (
+            found[0].message
+        )
+        assert found[0].fix.startswith("pip install 'nvtx>=0.2.10,<0.2.12'")
+
+
+def test_empty_trace_gives_empty_results(build):
+    with Trace(build(Export())) as trace:
+        ev = Events.load(trace)
+        assert analyze_gaps(ev).devices == ()
+        assert analyze_transfers(ev).rows == ()
+        assert analyze_overlap(ev).htod_ns == 0
+        assert analyze_osrt(ev, {}).rows == ()
+        assert analyze_steps(ev) is None

@@ -1,0 +1,160 @@
+"""``nsysprobe analyze`` through click's CliRunner: formats, exact errors, real traces checked
+against figures computed here straight from the SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+from nsysprobe.cli import main
+
+from conftest import shared_trace
+
+SHARED = [
+    "cs336_h100_train_nsys2023.4.sqlite",
+    "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
+    "centerformer_titanrtx_nsys2022.4.sqlite",
+]
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)))
+
+
+def union_length(rows) -> int:
+    """Union of [start, end) rows by a plain sweep (independent of nsysprobe's numpy code)."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(rows):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if cur_e is not None else 0)
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_json_report_for_each_real_trace(name):
+    path = shared_trace(name)
+    result = run("analyze", path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["schema_version"] == 1
+    assert {"trace", "devices", "transfers", "osrt", "steps", "findings", "recommendations"} <= (
+        data.keys()
+    )
+    assert data["recommendations"], "every report ranks at least one recommendation"
+    for rec in data["recommendations"]:
+        assert {"id", "reason", "expected_gain_ratio"} <= rec.keys()
+
+
+def test_cs336_figures_match_the_database():
+    path = shared_trace("cs336_h100_train_nsys2023.4.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    gpu_rows = db.execute(
+        "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
+        "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
+        "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET"
+    ).fetchall()
+    kernel_rows = db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    pageable = db.execute(
+        "SELECT count(*), sum(bytes), sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY m "
+        "JOIN ENUM_CUDA_MEM_KIND k ON k.id = m.srcKind "
+        "WHERE m.copyKind = 1 AND k.label = 'Pageable'"
+    ).fetchone()
+    munmap = db.execute(
+        "SELECT count(*), sum(o.end - o.start), max(o.end - o.start) FROM OSRT_API o "
+        "JOIN StringIds s ON s.id = o.nameId WHERE s.value = 'munmap'"
+    ).fetchone()
+    db.close()
+
+    data = json.loads(run("analyze", path, "--format", "json").output)
+    (dev,) = data["devices"]
+    assert dev["busy_ns"] == union_length(gpu_rows)
+    assert dev["kernel_busy_ns"] == union_length(kernel_rows)
+    assert dev["span_ns"] == max(e for _, e in gpu_rows) - min(s for s, _ in gpu_rows)
+    rows = [
+        r
+        for r in data["transfers"]["rows"]
+        if (r["copy_kind"], r["src_kind"]) == ("HtoD", "Pageable")
+    ]
+    assert [(r["count"], r["bytes"], r["duration_ns"]) for r in rows] == [tuple(pageable)]
+    fn = next(f for f in data["osrt"]["functions"] if f["function"] == "munmap")
+    assert (fn["count"], fn["total_ns"], fn["max_ns"]) == tuple(munmap)
+    assert [f["id"] for f in data["findings"]] == ["nvtx_missing"]
+
+
+def test_two_gpu_trace_has_both_devices():
+    data = json.loads(
+        run(
+            "analyze", shared_trace("nsysai_mfu_2gpu_before_nsys2026.2.sqlite"), "--format", "json"
+        ).output
+    )
+    assert [d["device_id"] for d in data["devices"]] == [0, 1]
+    assert data["trace"]["processes"] == 2
+
+
+def test_no_environment_in_any_output():
+    path = shared_trace("cs336_h100_train_nsys2023.4.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    values = [v for (v,) in db.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV") if v]
+    db.close()
+    secrets = [v for v in values if isinstance(v, str) and len(v) >= 12]
+    assert secrets
+    for fmt in ("text", "json", "markdown"):
+        out = run("analyze", path, "--format", fmt).output
+        assert not [s for s in secrets if s in out], fmt
+
+
+def test_text_report_leads_with_the_verdict(rung):
+    out = run("analyze", rung("baseline")).output
+    first = out.splitlines()[2]
+    assert (
+        first == "VERDICT: multiprocess_loading - Load batches in worker processes (saves ~62.6%)"
+    )
+    assert "Steps\n-----\nstep range 'Batch #'" in out
+
+
+def test_markdown_report(rung):
+    out = run("analyze", rung("multiworker"), "--format", "markdown").output
+    assert out.startswith("# nsysprobe report\n")
+    assert "**Verdict: `pinned_memory`**" in out
+    assert "| kind | from | to | count | bytes | time | GB/s |" in out
+
+
+def test_missing_path_message_and_exit_code(tmp_path):
+    result = run("analyze", tmp_path / "run.sqlite")
+    assert result.exit_code == 2
+    assert result.output == (
+        f"nsysprobe: error: {tmp_path / 'run.sqlite'}: no such file; give a .sqlite export or "
+        f"a .nsys-rep report\n"
+    )
+
+
+def test_not_sqlite_message(tmp_path):
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("not a database")
+    result = run("analyze", bad)
+    assert result.exit_code == 2
+    assert result.output == (
+        f"nsysprobe: error: {bad}: not an SQLite file; give a .sqlite export "
+        f"(`nsys export --type sqlite REPORT`) or a .nsys-rep report\n"
+    )
+
+
+def test_negative_gap_threshold(rung):
+    result = run("analyze", rung("baseline"), "--min-gap-ms", "-1")
+    assert result.exit_code == 2
+    assert result.output == "nsysprobe: error: --min-gap-ms -1.0: must be 0 or more\n"
+
+
+def test_help_teaches():
+    out = CliRunner().invoke(main, ["analyze", "--help"], prog_name="nsysprobe").output
+    assert out.startswith("Usage: nsysprobe analyze [OPTIONS] PATH")
+    assert "nsysprobe analyze run.sqlite --format json" in out
+    words = " ".join(out.split())
+    assert "--min-gap-ms FLOAT" in words and "NVIDIA's gpu_gaps rule uses 500" in words

@@ -1,0 +1,37 @@
+"""Shared fixtures: the real traces others published (../shared/traces/) and built exports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exports import Export, ladder_rung
+
+SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def shared_trace(name: str) -> Path:
+    path = SHARED_TRACES / name
+    if not path.exists():
+        pytest.skip(f"{name} is not in ../shared/traces/ on this machine")
+    return path
+
+
+@pytest.fixture
+def build(tmp_path):
+    """build(export, name) -> path of the saved .sqlite."""
+
+    def _build(export: Export, name: str = "trace.sqlite") -> Path:
+        return export.save(tmp_path / name)
+
+    return _build
+
+
+@pytest.fixture
+def rung(build):
+    def _rung(name: str, **kw) -> Path:
+        return build(ladder_rung(name, **kw), f"{name}.sqlite")
+
+    return _rung
