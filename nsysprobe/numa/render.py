@@ -1,0 +1,109 @@
+"""Text and JSON forms of topologies, plans and placement reports."""
+
+from __future__ import annotations
+
+from nsysprobe.numa.cpulist import format_cpulist
+from nsysprobe.numa.placement import PlacementReport
+from nsysprobe.numa.plan import Plan
+from nsysprobe.numa.topology import SCHEMA_VERSION, Topology, single_cpu_node, to_dict
+
+
+def topology_json(topology: Topology) -> dict:
+    return to_dict(topology)
+
+
+def topology_text(topology: Topology) -> str:
+    lines = [f"NUMA topology of {topology.source}"]
+    socket_of_node = {cpu.node: cpu.socket for cpu in topology.cpus}
+    for node in topology.nodes:
+        memory = "" if node.memory_kb is None else f", {node.memory_kb // 1024} MiB"
+        if node.memory_only:
+            lines.append(f"  node {node.id}: memory only{memory}")
+        else:
+            socket = socket_of_node.get(node.id, 0)
+            lines.append(
+                f"  node {node.id} (socket {socket}): CPUs {format_cpulist(node.cpus)}{memory}"
+            )
+    for gpu in topology.gpus:
+        node = "unknown" if gpu.numa_node is None else str(gpu.numa_node)
+        bus = f" {gpu.bus_id}" if gpu.bus_id else ""
+        cpus = format_cpulist(topology.gpu_cpus(gpu)) or "-"
+        lines.append(f"  GPU {gpu.index}{bus}: node {node}, CPUs {cpus}")
+    if not topology.gpus:
+        lines.append("  no NVIDIA GPU found")
+    lines.append(f"  this process may use CPUs {format_cpulist(topology.allowed_cpus)}")
+    if topology.offline_cpus:
+        lines.append(f"  offline CPUs {format_cpulist(topology.offline_cpus)}")
+    if single_cpu_node(topology):
+        lines.append("  one NUMA node with CPUs: NUMA binding cannot help on this machine")
+    lines.extend(f"  note: {note}" for note in topology.notes)
+    return "\n".join(lines)
+
+
+def plan_json(plan: Plan) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "mode": plan.mode,
+        "ranks": [
+            {
+                "local_rank": rank.local_rank,
+                "gpu": rank.gpu,
+                "gpu_numa_node": rank.gpu_node,
+                "cpus": sorted(rank.cpus),
+                "cpulist": format_cpulist(rank.cpus),
+                "memory_nodes": sorted(rank.memory_nodes),
+            }
+            for rank in plan.ranks
+        ],
+        "notes": list(plan.notes),
+    }
+
+
+def plan_text(plan: Plan) -> str:
+    lines = [f"mode {plan.mode}"]
+    for rank in plan.ranks:
+        lines.append(
+            f"  rank {rank.local_rank} -> GPU {rank.gpu} (node {rank.gpu_node}): "
+            f"CPUs {format_cpulist(rank.cpus)}, memory node {format_cpulist(rank.memory_nodes)}"
+        )
+    lines.extend(f"  note: {note}" for note in plan.notes)
+    return "\n".join(lines)
+
+
+def placement_json(report: PlacementReport) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "pid": report.root_pid,
+        "single_numa_node": report.single_node,
+        "entries": [
+            {
+                "pid": e.pid,
+                "tid": e.tid,
+                "role": e.role,
+                "name": e.name,
+                "cpus": format_cpulist(e.cpus),
+                "cpu_nodes": sorted(e.cpu_nodes),
+                "mems_allowed": sorted(e.mems_allowed),
+                "memory_policy": e.policy,
+                "resident_kb_by_node": {str(n): kb for n, kb in e.pages_kb_by_node},
+                "gpu": e.gpu,
+                "gpu_numa_node": e.gpu_node,
+                "verdict": e.verdict,
+                "reason": e.reason,
+            }
+            for e in report.entries
+        ],
+    }
+
+
+def placement_text(report: PlacementReport) -> str:
+    lines = []
+    for e in report.entries:
+        who = f"  thread {e.tid} {e.name}" if e.tid is not None else f"{e.role} {e.pid} {e.name}"
+        pages = " ".join(f"N{n}={kb // 1024}MiB" for n, kb in e.pages_kb_by_node)
+        memory = "" if e.tid is not None else f"; policy {e.policy}, pages {pages or '-'}"
+        lines.append(
+            f"{who}: CPUs {format_cpulist(e.cpus)} (nodes {format_cpulist(e.cpu_nodes)}){memory}"
+            f" -> {e.verdict}: {e.reason}"
+        )
+    return "\n".join(lines)
