@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nsysprobe.analyses.cpu_placement import CpuPlacementResult, analyze_cpu_placement
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps, device_gaps
 from nsysprobe.analyses.health import Finding, analyze_health
@@ -21,6 +22,7 @@ from nsysprobe.analyses.steps import StepsResult, analyze_steps
 from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
 from nsysprobe.diagnose import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError
+from nsysprobe.numa.topology import Topology
 from nsysprobe.trace.reader import Trace, pid_of
 
 SCHEMA_VERSION = 1
@@ -53,6 +55,7 @@ class Report:
     osrt: OsrtResult | None
     overlap: OverlapResult | None
     steps: StepsResult | None
+    placement: CpuPlacementResult | None
     findings: tuple[Finding, ...]
     recommendations: tuple[Recommendation, ...]
     skipped: tuple[Skipped, ...]
@@ -68,8 +71,13 @@ def analyze(
     min_gap_ms: float = DEFAULT_MIN_GAP_NS / 1e6,
     step_range: str | None = None,
     nsys: str | None = None,
+    topology: Topology | None = None,
 ) -> Report:
-    """Analyze a ``.sqlite`` export or a ``.nsys-rep``/``.qdrep`` report (exported first)."""
+    """Analyze a ``.sqlite`` export or a ``.nsys-rep``/``.qdrep`` report (exported first).
+
+    ``topology`` (``nsysprobe.numa.discover()`` for this machine, ``load_recorded(dir)`` for
+    another) places the threads on NUMA nodes when the capture has ``--cpuctxsw`` data.
+    """
     path = Path(path)
     if min_gap_ms < 0:
         raise InputError(f"--min-gap-ms {min_gap_ms}: must be 0 or more")
@@ -78,11 +86,20 @@ def analyze(
 
         path = ensure_sqlite(path, nsys=nsys)
     with Trace(path) as trace:
-        return analyze_trace(trace, min_gap_ns=int(round(min_gap_ms * 1e6)), step_range=step_range)
+        return analyze_trace(
+            trace,
+            min_gap_ns=int(round(min_gap_ms * 1e6)),
+            step_range=step_range,
+            topology=topology,
+        )
 
 
 def analyze_trace(
-    trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, step_range: str | None = None
+    trace: Trace,
+    *,
+    min_gap_ns: int = DEFAULT_MIN_GAP_NS,
+    step_range: str | None = None,
+    topology: Topology | None = None,
 ) -> Report:
     events = Events.load(trace)
     skipped: list[Skipped] = []
@@ -117,6 +134,20 @@ def analyze_trace(
                 "(nvtx.annotate), or name it with --step-range",
             )
         )
+    placement = None
+    if topology is not None:
+        placement = analyze_cpu_placement(events, topology)
+    if placement is None:
+        skipped.append(
+            Skipped(
+                "placement",
+                "no CPU scheduling data in the trace"
+                if topology is not None
+                else "no machine topology given",
+                "profile with --cpuctxsw=process-tree and analyze with --topology live (or a "
+                "folder of recorded lscpu/numactl/nvidia-smi outputs)",
+            )
+        )
     health = analyze_health(events)
     gpu_pids = set().union(*events.device_pids.values()) if events.device_pids else set()
     traced_pids = set(np.unique(pid_of(events.osrt["globalTid"])).tolist())
@@ -125,6 +156,7 @@ def analyze_trace(
         transfers=transfers,
         overlap=overlap,
         steps=steps,
+        placement=placement,
         health=health,
         loader_processes=len(traced_pids - gpu_pids) if gpu_pids else 0,
     )
@@ -144,6 +176,7 @@ def analyze_trace(
         osrt=osrt,
         overlap=overlap,
         steps=steps,
+        placement=placement,
         findings=health,
         recommendations=diagnose(evidence),
         skipped=tuple(skipped),

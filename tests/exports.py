@@ -186,6 +186,21 @@ class Export:
             callchainId=None,
         )
 
+    def gpu(self, bus_location: str, device: int = 0, name: str = "NVIDIA H200") -> None:
+        self.row(
+            "TARGET_INFO_GPU",
+            vmId=0,
+            id=device,
+            name=name,
+            busLocation=bus_location,
+            cuDevice=device,
+        )
+
+    def sched(self, start: int, end: int, cpu: int, tid: int = MAIN_TID, pid: int = PID) -> None:
+        """The thread ran on ``cpu`` from ``start`` to ``end`` (a sched-in and a sched-out)."""
+        for t, is_in in ((start, 1), (end, 0)):
+            self.row("SCHED_EVENTS", start=t, cpu=cpu, isSchedIn=is_in, globalTid=gtid(pid, tid))
+
     def thread_name(self, name, tid=MAIN_TID, pid=PID):
         self.row("ThreadNames", nameId=self.sid(name), priority=0, globalTid=gtid(pid, tid))
 

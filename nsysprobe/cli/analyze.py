@@ -5,8 +5,16 @@ from __future__ import annotations
 import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
+from nsysprobe.cli.outputs import analyze_with_outputs, report_outputs
+from nsysprobe.numa import Topology, discover, load_recorded
 from nsysprobe.render import FORMATS, render
-from nsysprobe.report import analyze as analyze_path
+
+
+def load_topology(where: str | None) -> Topology | None:
+    """``live`` -> this machine; a folder -> its recorded command outputs; None -> none."""
+    if where is None:
+        return None
+    return discover("/") if where == "live" else load_recorded(where)
 
 
 @click.command()
@@ -38,7 +46,23 @@ from nsysprobe.report import analyze as analyze_path
     metavar="PATH",
     help="The nsys to export a .nsys-rep with (else $NSYS, PATH, known install folders).",
 )
-def analyze(path: str, fmt: str, min_gap_ms: float, step_range: str | None, nsys: str | None):
+@click.option(
+    "--topology",
+    metavar="live|DIR",
+    help="Place the traced threads on NUMA nodes (needs a capture with --cpuctxsw): 'live' "
+    "for this machine, or a folder of recorded lscpu.txt / numactl-hardware.txt / "
+    "nvidia-smi-topo-m.txt from the machine that was profiled.",
+)
+@report_outputs
+def analyze(
+    path: str,
+    fmt: str,
+    min_gap_ms: float,
+    step_range: str | None,
+    nsys: str | None,
+    topology: str | None,
+    **outputs,
+):
     """Diagnose GPU starvation in PATH: a .sqlite export or a .nsys-rep/.qdrep report.
 
     A report is exported to SQLite next to it first (and the export reused while it is newer
@@ -52,6 +76,14 @@ def analyze(path: str, fmt: str, min_gap_ms: float, step_range: str | None, nsys
       nsysprobe analyze run.nsys-rep
       nsysprobe analyze run.sqlite --format json | jq '.recommendations[0].id'
       nsysprobe analyze run.sqlite --min-gap-ms 0.5 --step-range 'Batch #'
+      nsysprobe analyze run.sqlite --html run.html
     """
-    report = analyze_path(path, min_gap_ms=min_gap_ms, step_range=step_range, nsys=nsys)
+    report = analyze_with_outputs(
+        path,
+        outputs,
+        min_gap_ms=min_gap_ms,
+        step_range=step_range,
+        nsys=nsys,
+        topology=load_topology(topology),
+    )
     click.echo(render(report, fmt), nl=False)

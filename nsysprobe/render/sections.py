@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsysprobe.numa.cpulist import format_cpulist as cpulist
 from nsysprobe.report import Report
 
 
@@ -51,7 +52,16 @@ def sections(report: Report) -> list[Section]:
                 tuple((f.id, f.message, f.fix) for f in report.findings),
             )
         )
-    for build in (_steps, _devices, _gaps, _longest_gaps, _transfers, _overlap, _osrt):
+    for build in (
+        _steps,
+        _devices,
+        _gaps,
+        _longest_gaps,
+        _transfers,
+        _overlap,
+        _osrt,
+        _placement,
+    ):
         section = build(report)
         if section is not None:
             out.append(section)
@@ -251,5 +261,28 @@ def _osrt(report: Report) -> Section | None:
         tuple(
             (r.function, r.thread, f"{r.count:,}", ms(r.total_ns), ms(r.max_ns), ms(r.in_gap_ns))
             for r in o.rows[:15]
+        ),
+    )
+
+
+def _placement(report: Report) -> Section | None:
+    p = report.placement
+    if p is None:
+        return None
+    return Section(
+        "CPU placement",
+        (p.note, "run time is the sum of scheduled-in time (--cpuctxsw)"),
+        ("role", "threads", "run time", "CPUs", "nodes", "on GPU's node", "verdict"),
+        tuple(
+            (
+                r.role,
+                str(r.threads),
+                ms(r.run_ns),
+                cpulist(r.cpus),
+                ", ".join(f"{n.node}: {pct(n.share_ratio)}" for n in r.nodes),
+                "-" if r.gpu_node_ratio is None else pct(r.gpu_node_ratio),
+                r.verdict,
+            )
+            for r in p.roles
         ),
     )

@@ -416,6 +416,25 @@ class Trace:
         """CUDA profiling overhead ranges. Columns: start, end, globalTid."""
         return self._intervals("PROFILER_OVERHEAD", ["globalTid"])
 
+    def sched_events(self) -> pd.DataFrame:
+        """Thread scheduling events from ``--cpuctxsw``. Columns: start, cpu, isSchedIn,
+        globalTid (all int64)."""
+        cols = ["start", "cpu", "isSchedIn", "globalTid"]
+        if "SCHED_EVENTS" not in self.tables:
+            return _empty(cols)
+        exprs = ", ".join(f'CAST(IFNULL("{c}", -1) AS INTEGER)' for c in cols)
+        present = set(self.columns("SCHED_EVENTS"))
+        if not set(cols) <= present:
+            return _empty(cols)
+        cur = self._db.execute(
+            f'SELECT {exprs} FROM SCHED_EVENTS WHERE "start" IS NOT NULL ORDER BY "start"'
+        )
+        try:
+            records = np.fromiter(cur, dtype=np.dtype([(c, np.int64) for c in cols]))
+        except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
+            raise TraceError(f"{self.path}: reading SCHED_EVENTS failed ({exc})") from exc
+        return pd.DataFrame({c: records[c] for c in cols})
+
     def nvtx_counts(self) -> dict[int, int]:
         """eventType -> row count in NVTX_EVENTS (to tell "no ranges" from "no NVTX")."""
         if "NVTX_EVENTS" not in self.tables:

@@ -1,0 +1,156 @@
+"""CPU placement in a trace: which CPUs and NUMA nodes the training and loader threads ran on,
+against the NUMA node of their GPU.
+
+Needs CPU scheduling data (``nsys profile --cpuctxsw=process-tree``, ``nsysprobe run
+--cpuctxsw``) and the machine's topology (the live machine, or a folder of recorded
+``lscpu``/``numactl --hardware``/``nvidia-smi topo -m`` outputs): the export itself does not
+record which CPU belongs to which node.
+
+Run time is the **sum** over a thread's scheduled-in intervals (SCHED_EVENTS: sched-in to the
+next sched-out on that thread). Roles:
+
+    training thread    the thread that made the most CUDA API calls in a GPU process
+    training process   the GPU processes' other threads
+    loader processes   traced processes without GPU work (DataLoader workers)
+
+A role is ``local`` when at least 90 % of its run time was on the GPU's node, ``remote`` when at
+most 10 % was, ``split`` in between, and ``unknown`` when the GPU's node is not known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses.events import Events
+from nsysprobe.numa.topology import Topology, cpu_to_node
+from nsysprobe.trace.reader import pid_of
+
+LOCAL_RATIO = 0.9
+REMOTE_RATIO = 0.1
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    node: int
+    run_ns: int
+    share_ratio: float
+
+
+@dataclass(frozen=True)
+class RolePlacement:
+    role: str
+    threads: int
+    run_ns: int  # sum of scheduled-in time
+    cpus: tuple[int, ...]  # CPUs it ran on
+    nodes: tuple[NodeShare, ...]
+    gpu_node_ratio: float | None  # share of run time on the GPU's node
+    verdict: str  # local, remote, split, unknown
+
+
+@dataclass(frozen=True)
+class CpuPlacementResult:
+    gpu_bus_id: str | None
+    gpu_node: int | None
+    numa_nodes: int  # nodes with CPUs on the machine
+    roles: tuple[RolePlacement, ...]
+    note: str
+
+
+def normalize_bus_id(bus_id: str | None) -> str | None:
+    """``00000000:8B:00.0`` and ``0000:8b:00.0`` -> ``8b:00.0``."""
+    if not bus_id:
+        return None
+    return bus_id.strip().lower().split(":", 1)[-1] if bus_id.count(":") == 2 else bus_id.lower()
+
+
+def analyze_cpu_placement(events: Events, topology: Topology) -> CpuPlacementResult | None:
+    """Placement of the training and loader threads, or None without scheduling data."""
+    sched = events.trace.sched_events()
+    if not len(sched):
+        return None
+    node_of = cpu_to_node(topology)
+    numa_nodes = sum(1 for n in topology.nodes if n.cpus)
+    bus_id, gpu_node = _gpu_node(events, topology)
+    runs = _run_intervals(sched)
+    runs["node"] = runs["cpu"].map(node_of).fillna(-1).astype(int)
+    gpu_pids = set().union(*events.device_pids.values()) if events.device_pids else set()
+    training = set(events.launch_threads[p] for p in gpu_pids if p in events.launch_threads)
+    pid = pid_of(runs["globalTid"])
+    in_gpu_process = np.isin(pid, list(gpu_pids))
+    is_training = runs["globalTid"].isin(training).to_numpy()
+    roles = []
+    for role, mask in (
+        ("training thread", is_training),
+        ("training process", in_gpu_process & ~is_training),
+        ("loader processes", ~in_gpu_process),
+    ):
+        part = runs[mask]
+        if len(part):
+            roles.append(_role(role, part, gpu_node))
+    note = (
+        "one NUMA node: every thread is local to the GPU and binding cannot help"
+        if numa_nodes <= 1
+        else (
+            "the GPU's NUMA node is unknown (no bus id match in the topology)"
+            if gpu_node is None
+            else f"GPU {bus_id} is on NUMA node {gpu_node}"
+        )
+    )
+    return CpuPlacementResult(
+        gpu_bus_id=bus_id, gpu_node=gpu_node, numa_nodes=numa_nodes, roles=tuple(roles), note=note
+    )
+
+
+def _gpu_node(events: Events, topology: Topology) -> tuple[str | None, int | None]:
+    gpus = {g.device_id: g for g in events.trace.gpus()}
+    busiest = events.kernels["deviceId"].value_counts()
+    device = int(busiest.index[0]) if len(busiest) else None
+    traced = gpus.get(device) if device is not None else None
+    if traced is None and len(gpus) == 1:
+        traced = next(iter(gpus.values()))
+    wanted = normalize_bus_id(traced.bus_id) if traced else None
+    for gpu in topology.gpus:
+        if wanted and normalize_bus_id(gpu.bus_id) == wanted:
+            return traced.bus_id, gpu.numa_node
+    if sum(1 for n in topology.nodes if n.cpus) == 1 and topology.nodes:
+        return (traced.bus_id if traced else None), topology.nodes[0].id
+    return (traced.bus_id if traced else None), None
+
+
+def _run_intervals(sched: pd.DataFrame) -> pd.DataFrame:
+    """Scheduled-in intervals: each sched-in to the next event of the same thread."""
+    s = sched.sort_values(["globalTid", "start"], kind="stable")
+    nxt_start = s.groupby("globalTid")["start"].shift(-1)
+    nxt_in = s.groupby("globalTid")["isSchedIn"].shift(-1)
+    keep = (s["isSchedIn"] == 1) & nxt_start.notna() & (nxt_in == 0)
+    out = s.loc[keep, ["globalTid", "cpu"]].copy()
+    out["run_ns"] = (nxt_start[keep] - s.loc[keep, "start"]).astype("int64")
+    return out
+
+
+def _role(role: str, runs: pd.DataFrame, gpu_node: int | None) -> RolePlacement:
+    total = int(runs["run_ns"].sum())
+    per_node = runs.groupby("node")["run_ns"].sum().sort_values(ascending=False)
+    shares = tuple(
+        NodeShare(node=int(n), run_ns=int(ns), share_ratio=ns / total if total else 0.0)
+        for n, ns in per_node.items()
+    )
+    if gpu_node is None or not total:
+        ratio, verdict = None, "unknown"
+    else:
+        ratio = float(per_node.get(gpu_node, 0)) / total
+        verdict = (
+            "local" if ratio >= LOCAL_RATIO else "remote" if ratio <= REMOTE_RATIO else "split"
+        )
+    return RolePlacement(
+        role=role,
+        threads=int(runs["globalTid"].nunique()),
+        run_ns=total,
+        cpus=tuple(sorted(int(c) for c in runs["cpu"].unique())),
+        nodes=shares,
+        gpu_node_ratio=ratio,
+        verdict=verdict,
+    )

@@ -1,0 +1,391 @@
+"""Timeline: the raw events of a few representative steps, as the rows a figure draws.
+
+The window is ``STEPS_SHOWN`` consecutive steps whose median wall time is closest to the
+median step (the first step, often a warm-up, only when there is no other choice); without a
+step range, the longest GPU idle gap with as much time on each side; else everything. Rows
+follow the Nsight Systems GUI, per thread then per GPU:
+
+    python (4242/4242)  NVTX        [Batch 1...............................)[Batch 2...
+                        NVTX 2      [get batch.........)[copy)[Compute.....)[get batch
+                        CUDA API                              [sync........)
+                        OS runtime  [poll..............)
+    GPU 0               stream 7                        [HtoD)[k)[k)[k)
+    idle                            ///////////////////                     ////////////
+
+The count is bounded whatever the trace: at most ``MAX_THREADS`` threads (those launching
+CUDA work first, then the busiest), ``MAX_NVTX_DEPTH`` NVTX levels and ``MAX_STREAMS`` streams;
+within a row, events of one kind closer together than one ``PIXELS``-th of the window are
+merged into one bar that counts them (a screen cannot show them apart anyway). Idle spans are
+the gaps between the union of GPU work on a device longer than the report's threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.analyses.gaps import OS_WAITS, GapsResult, api_category
+from nsysprobe.analyses.steps import StepsResult
+from nsysprobe.trace.reader import COPY_KIND_LABELS, Trace
+
+STEPS_SHOWN = 3
+MAX_THREADS = 6
+MAX_NVTX_DEPTH = 4
+MAX_STREAMS = 16
+PIXELS = 1200
+PAD_RATIO = 0.015
+
+# Bar kinds, in legend order. NVTX bars carry their own color.
+KINDS = (
+    "nvtx",
+    "kernel",
+    "memcpy HtoD",
+    "memcpy HtoD pageable",
+    "memcpy DtoH",
+    "memcpy DtoD",
+    "memcpy other",
+    "memset",
+    "cuda_sync",
+    "cuda_copy",
+    "cuda_launch",
+    "cuda_other",
+    "os_wait",
+    "os_call",
+    "mixed",
+)
+
+
+@dataclass(frozen=True)
+class Bar:
+    start_ns: int
+    end_ns: int
+    name: str  # the event's name, or "N events" when several were merged
+    kind: str  # one of KINDS
+    color: int | None  # NVTX ARGB color, None when the range has none or for other kinds
+    count: int  # events merged into this bar
+
+
+@dataclass(frozen=True)
+class Lane:
+    group: str  # the thread or "GPU n"
+    title: str  # "NVTX", "NVTX 2", "CUDA API", "OS runtime", "stream 7"
+    bars: tuple[Bar, ...]
+    events: int  # events in the window before merging
+
+
+@dataclass(frozen=True)
+class StepMark:
+    index: int
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class IdleSpan:
+    device_id: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class Timeline:
+    start_ns: int
+    end_ns: int
+    chosen: str  # how the window was chosen, in words
+    steps: tuple[StepMark, ...]
+    lanes: tuple[Lane, ...]
+    idle: tuple[IdleSpan, ...]
+    min_gap_ns: int
+    omitted: tuple[str, ...]  # what the bounds left out, in words
+
+
+def build_timeline(
+    events: Events,
+    steps: StepsResult | None,
+    gaps: GapsResult | None,
+    *,
+    steps_shown: int = STEPS_SHOWN,
+) -> Timeline | None:
+    """The rows for the chosen window, or None when the trace has no events at all."""
+    window = _window(events, steps, gaps, steps_shown)
+    if window is None:
+        return None
+    w0, w1, chosen, marks = window
+    tol = max((w1 - w0) // PIXELS, 1)
+    omitted: list[str] = []
+    lanes = _thread_lanes(events, w0, w1, tol, omitted) + _gpu_lanes(events, w0, w1, tol, omitted)
+    min_gap = gaps.min_gap_ns if gaps is not None else 0
+    idle = []
+    for dev in events.device_ids:
+        gs, ge = iv.gaps_between(events.device_union(dev, "busy"), min_gap)
+        keep = (ge > w0) & (gs < w1)
+        idle += [
+            IdleSpan(dev, int(max(s, w0)), int(min(e, w1))) for s, e in zip(gs[keep], ge[keep])
+        ]
+    return Timeline(
+        start_ns=int(w0),
+        end_ns=int(w1),
+        chosen=chosen,
+        steps=tuple(marks),
+        lanes=tuple(lanes),
+        idle=tuple(idle),
+        min_gap_ns=min_gap,
+        omitted=tuple(omitted),
+    )
+
+
+def load_timeline(
+    path: str | Path, steps: StepsResult | None, gaps: GapsResult | None
+) -> Timeline | None:
+    """:func:`build_timeline` over the events of the export at ``path``."""
+    with Trace(path) as trace:
+        return build_timeline(Events.load(trace), steps, gaps)
+
+
+def _window(events: Events, steps, gaps, shown: int):
+    if steps is not None and steps.rows:
+        rows = steps.rows
+        k = max(1, min(shown, len(rows)))
+        walls = np.array([r.wall_ns for r in rows], dtype=np.int64)
+        starts = range(1, len(rows) - k + 1) if len(rows) > k else range(0, 1)
+        best = min(
+            starts, key=lambda i: (abs(np.median(walls[i : i + k]) - steps.median_step_ns), i)
+        )
+        chosen_rows = rows[best : best + k]
+        w0 = chosen_rows[0].start_ns
+        w1 = max(r.start_ns + r.wall_ns for r in chosen_rows)
+        marks = [StepMark(r.index, r.name, r.start_ns, r.start_ns + r.wall_ns) for r in chosen_rows]
+        names = (
+            chosen_rows[0].name if k == 1 else f"{chosen_rows[0].name} to {chosen_rows[-1].name}"
+        )
+        why = f"{names}: {k} of {steps.count} steps, chosen as the run of median step time"
+    elif gaps is not None and gaps.longest:
+        g = gaps.longest[0]
+        w0, w1 = g.start_ns - g.duration_ns, g.end_ns + g.duration_ns
+        marks = []
+        why = f"the longest GPU idle gap ({g.duration_ns / 1e6:,.1f} ms) with context (no steps)"
+    else:
+        frames = [events.kernels, events.memcpy, events.memset, events.nvtx, events.osrt]
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            return None
+        w0 = min(int(f["start"].min()) for f in frames)
+        w1 = max(int(f["end"].max()) for f in frames)
+        marks = []
+        why = "the whole trace (no steps and no idle gaps to focus on)"
+    pad = max(int((w1 - w0) * PAD_RATIO), 1)
+    return int(w0 - pad), int(w1 + pad), why, marks
+
+
+def _in(df: pd.DataFrame, w0: int, w1: int) -> pd.DataFrame:
+    return df[(df["end"].to_numpy() > w0) & (df["start"].to_numpy() < w1)]
+
+
+def _thread_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -> list[Lane]:
+    nvtx, runtime, osrt = (_in(f, w0, w1) for f in (events.nvtx, events.runtime, events.osrt))
+    counts = pd.concat([nvtx["globalTid"], runtime["globalTid"], osrt["globalTid"]]).value_counts()
+    launchers = [t for t in events.launch_threads.values() if t in counts.index]
+    order = launchers + [int(t) for t in counts.index if int(t) not in launchers]
+    if len(order) > MAX_THREADS:
+        omitted.append(f"{len(order) - MAX_THREADS} threads with fewer events")
+    lanes: list[Lane] = []
+    for tid in order[:MAX_THREADS]:
+        group = events.thread_label(tid)
+        lanes += _nvtx_lanes(nvtx[nvtx["globalTid"] == tid], group, w0, w1, tol, omitted)
+        api = runtime[runtime["globalTid"] == tid]
+        if len(api):
+            names = [api_name(events.name_of(i)) for i in api["nameId"]]
+            kinds = [api_category(n) for n in names]
+            lanes.append(_lane(group, "CUDA API", api, names, kinds, None, w0, w1, tol))
+        calls = osrt[osrt["globalTid"] == tid]
+        if len(calls):
+            names = [events.name_of(i) for i in calls["nameId"]]
+            kinds = ["os_wait" if n in OS_WAITS else "os_call" for n in names]
+            lanes.append(_lane(group, "OS runtime", calls, names, kinds, None, w0, w1, tol))
+    return lanes
+
+
+def _nvtx_lanes(df, group, w0, w1, tol, omitted) -> list[Lane]:
+    if not len(df):
+        return []
+    df = df.sort_values(["start", "end"], ascending=[True, False])
+    depth = _depths(df["start"].to_numpy(), df["end"].to_numpy())
+    if (depth >= MAX_NVTX_DEPTH).any():
+        omitted.append(
+            f"{int((depth >= MAX_NVTX_DEPTH).sum())} NVTX ranges nested deeper than "
+            f"{MAX_NVTX_DEPTH} levels on {group}"
+        )
+    lanes = []
+    for level in range(min(int(depth.max()) + 1, MAX_NVTX_DEPTH)):
+        part = df[depth == level]
+        title = "NVTX" if level == 0 else f"NVTX {level + 1}"
+        colors = [None if c < 0 else int(c) for c in part["color"]]
+        names = part["name"].tolist()
+        lanes.append(_lane(group, title, part, names, ["nvtx"] * len(part), colors, w0, w1, tol))
+    return lanes
+
+
+def _depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Nesting level of each range (sorted by start, longest first): ranges still open."""
+    depth = np.zeros(starts.size, dtype=np.int64)
+    open_ends: list[int] = []
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        while open_ends and open_ends[-1] <= s:
+            open_ends.pop()
+        depth[i] = len(open_ends)
+        open_ends.append(e)
+    return depth
+
+
+def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -> list[Lane]:
+    labels = events.trace.mem_kind_labels()
+    parts = []
+    k = _in(events.kernels, w0, w1)
+    if len(k):
+        parts.append(
+            pd.DataFrame(
+                {
+                    "start": k["start"],
+                    "end": k["end"],
+                    "deviceId": k["deviceId"],
+                    "streamId": k["streamId"],
+                    "name": [events.name_of(i) for i in k["nameId"]],
+                    "kind": "kernel",
+                }
+            )
+        )
+    c = _in(events.memcpy, w0, w1)
+    if len(c):
+        kind_names = [COPY_KIND_LABELS.get(int(x), f"kind {int(x)}") for x in c["copyKind"]]
+        src = [labels.get(int(x), "Unknown") for x in c["srcKind"]]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "start": c["start"],
+                    "end": c["end"],
+                    "deviceId": c["deviceId"],
+                    "streamId": c["streamId"],
+                    "name": [
+                        f"memcpy {kn} {_size(b)} from {s}"
+                        for kn, b, s in zip(kind_names, c["bytes"], src)
+                    ],
+                    "kind": [_copy_kind(kn, s) for kn, s in zip(kind_names, src)],
+                }
+            )
+        )
+    m = _in(events.memset, w0, w1)
+    if len(m):
+        parts.append(
+            pd.DataFrame(
+                {
+                    "start": m["start"],
+                    "end": m["end"],
+                    "deviceId": m["deviceId"],
+                    "streamId": m["streamId"],
+                    "name": [f"memset {_size(b)}" for b in m["bytes"]],
+                    "kind": "memset",
+                }
+            )
+        )
+    if not parts:
+        return []
+    ops = pd.concat(parts, ignore_index=True)
+    keys = ops.groupby(["deviceId", "streamId"]).size().reset_index()
+    if len(keys) > MAX_STREAMS:
+        omitted.append(f"{len(keys) - MAX_STREAMS} streams")
+    lanes = []
+    for dev, stream in keys[["deviceId", "streamId"]].head(MAX_STREAMS).itertuples(index=False):
+        part = ops[(ops["deviceId"] == dev) & (ops["streamId"] == stream)]
+        lanes.append(
+            _lane(
+                f"GPU {int(dev)}",
+                f"stream {int(stream)}",
+                part,
+                part["name"].tolist(),
+                part["kind"].tolist(),
+                None,
+                w0,
+                w1,
+                tol,
+            )
+        )
+    return lanes
+
+
+def _copy_kind(kind: str, src: str) -> str:
+    if kind == "HtoD":
+        return "memcpy HtoD pageable" if src == "Pageable" else "memcpy HtoD"
+    if kind in ("DtoH", "DtoD"):
+        return f"memcpy {kind}"
+    return "memcpy other"
+
+
+def _size(nbytes) -> str:
+    nbytes = int(nbytes)
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} B"
+
+
+def _lane(group, title, df, names, kinds, colors, w0, w1, tol) -> Lane:
+    """One row: the events sorted, clipped to the window, close ones of one kind merged."""
+    s = np.maximum(df["start"].to_numpy(np.int64), w0)
+    e = np.minimum(df["end"].to_numpy(np.int64), w1)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    names = [names[i] for i in order]
+    kinds = [kinds[i] for i in order]
+    colors = [colors[i] for i in order] if colors is not None else [None] * len(names)
+    bars = _merge(s, e, names, kinds, colors, tol, by_kind=True)
+    if len(bars) > 2 * PIXELS:
+        bars = _merge(
+            np.array([b.start_ns for b in bars]),
+            np.array([b.end_ns for b in bars]),
+            [b.name for b in bars],
+            [b.kind for b in bars],
+            [b.color for b in bars],
+            tol,
+            by_kind=False,
+            counts=[b.count for b in bars],
+        )
+    return Lane(group=group, title=title, bars=tuple(bars), events=int(len(df)))
+
+
+def _merge(s, e, names, kinds, colors, tol, *, by_kind: bool, counts=None) -> list[Bar]:
+    """Merge runs of consecutive events narrower than ``tol`` that lie within ``tol`` of each
+    other (and are of one kind when ``by_kind``); wider events always keep their own bar.
+    Without ``by_kind`` (the fallback for a row still too dense) any close events merge."""
+    n = len(s)
+    if n == 0:
+        return []
+    counts = np.ones(n, dtype=np.int64) if counts is None else np.asarray(counts)
+    run_end = np.maximum.accumulate(e)
+    close = np.zeros(n, dtype=bool)
+    close[1:] = s[1:] <= run_end[:-1] + tol
+    if by_kind:
+        small = (e - s) < tol
+        kind_codes = pd.factorize(pd.Series(kinds))[0]
+        close[1:] &= small[1:] & small[:-1] & (kind_codes[1:] == kind_codes[:-1])
+    first = np.flatnonzero(~close)
+    last = np.append(first[1:], n)
+    ends = np.maximum.reduceat(e, first)
+    merged = np.add.reduceat(counts, first)
+    bars = []
+    for a, b, end, count in zip(first.tolist(), last.tolist(), ends.tolist(), merged.tolist()):
+        same_name = len(set(names[a:b])) == 1
+        kind = kinds[a] if len(set(kinds[a:b])) == 1 else "mixed"
+        if count == 1:
+            name = names[a]
+        elif same_name:
+            name = f"{count:,} × {names[a]}" if b - a > 1 else names[a]
+        else:
+            name = f"{count:,} events"
+        bars.append(Bar(int(s[a]), int(end), name, kind, colors[a], int(count)))
+    return bars

@@ -1,0 +1,68 @@
+"""``nsysprobe history``: the runs recorded by ``analyze`` and ``run``, newest first."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+
+from nsysprobe import history as history_db
+from nsysprobe.render.sections import pct
+
+
+@click.command()
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--history",
+    "history_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="History database [default: $NSYSPROBE_HISTORY, else "
+    "$XDG_DATA_HOME/nsysprobe/history.db, i.e. ~/.local/share/nsysprobe/history.db].",
+)
+def history(limit: int, fmt: str, history_path: Path | None) -> None:
+    """List the recorded runs, newest first; `nsysprobe compare` takes their ids.
+
+    Every `nsysprobe analyze` and `nsysprobe run` records its command, paths and headline
+    figures unless given --no-history.
+    """
+    path = history_path or history_db.default_path()
+    entries = history_db.entries(path, limit=limit)
+    if fmt == "json":
+        data = [
+            {
+                **{k: v for k, v in dataclasses.asdict(e).items() if k != "metrics"},
+                **{k: v for k, v in dataclasses.asdict(e.metrics).items() if k != "step_wall_ns"},
+            }
+            for e in entries
+        ]
+        click.echo(json.dumps({"history": str(path), "entries": data}, indent=2))
+        return
+    if not entries:
+        click.echo(f"no runs recorded yet in {path}")
+        return
+    table = [
+        ("id", "recorded (UTC)", "trace", "steps/s", "GPU busy", "top recommendation", "command")
+    ]
+    for e in entries:
+        m = e.metrics
+        table.append(
+            (
+                str(e.id),
+                e.recorded_utc.replace("+00:00", ""),
+                m.trace,
+                "-" if m.steps_per_s is None else f"{m.steps_per_s:.2f}",
+                "-" if m.gpu_busy_ratio is None else pct(m.gpu_busy_ratio),
+                m.top_recommendation or "-",
+                e.command,
+            )
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for r in table:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    click.echo(f"({len(entries)} newest in {path})")

@@ -1,0 +1,120 @@
+"""What ``analyze`` and ``run`` write besides their report: ``--html`` and the history.
+
+``report_outputs`` adds the options; ``analyze_with_outputs`` (analyze) and ``save_outputs``
+(run, after its capture) are the one call each command makes.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from nsysprobe import history
+from nsysprobe.errors import NsysprobeError
+from nsysprobe.progress import Progress
+from nsysprobe.render.html import check_writable
+from nsysprobe.report import REPORT_SUFFIXES, Report
+
+
+def _check_html(ctx: click.Context, _param, value: Path | None) -> Path | None:
+    if value is not None:
+        try:
+            check_writable(value, force=bool(ctx.params.get("force")))
+        except NsysprobeError as exc:
+            raise click.UsageError(str(exc), ctx) from None
+    return value
+
+
+def report_outputs(command):
+    """Decorator adding --html FILE, --force, --history PATH and --no-history."""
+    options = [
+        click.option(
+            "--html",
+            "html",
+            type=click.Path(dir_okay=True, path_type=Path),
+            callback=_check_html,
+            metavar="FILE",
+            help="Also write the report as one self-contained HTML file with the timeline.",
+        ),
+        click.option(
+            "--force", is_flag=True, is_eager=True, help="Overwrite the --html file if it exists."
+        ),
+        click.option(
+            "--history",
+            "history_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            metavar="PATH",
+            help="History database to record this run in [default: $NSYSPROBE_HISTORY, else "
+            "$XDG_DATA_HOME/nsysprobe/history.db].",
+        ),
+        click.option("--no-history", is_flag=True, help="Do not record this run in the history."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
+    """Export if needed and analyze ``path`` with a progress line, then write the outputs."""
+    from nsysprobe.report import analyze
+
+    source = Path(path)
+    progress = Progress()
+    with progress.task(f"analyzing {source.name}"):
+        sqlite = source
+        if source.suffix in REPORT_SUFFIXES:
+            from nsysprobe.capture.export import ensure_sqlite
+
+            sqlite = ensure_sqlite(source, nsys=options.get("nsys"), progress=progress)
+            progress(f"analyzing {sqlite.name}")
+        report = analyze(sqlite, **options)
+        save_outputs(report, sqlite, outputs, paths={"trace": source}, progress=progress)
+    return report
+
+
+def save_outputs(
+    report: Report,
+    sqlite: Path,
+    outputs: dict,
+    *,
+    paths: dict[str, Path] | None = None,
+    progress: Progress | None = None,
+) -> None:
+    """Write ``--html`` and record the history entry, as the options ask."""
+    paths = {**(paths or {}), "sqlite": Path(sqlite)}
+    html = outputs.get("html")
+    if html is not None:
+        from nsysprobe.analyses.timeline import load_timeline
+        from nsysprobe.render.html import render_html, write_html
+
+        if progress is not None:
+            progress(f"writing {html.name}")
+        timeline = load_timeline(sqlite, report.steps, report.gaps)
+        write_html(render_html(report, timeline), html, force=bool(outputs.get("force")))
+        paths["html"] = html
+    if not outputs.get("no_history"):
+        try:
+            history.record(report, command_line(), paths, outputs.get("history_path"))
+        except (NsysprobeError, OSError) as exc:
+            click.echo(f"nsysprobe: warning: not recorded in the history: {exc}", err=True)
+
+
+def command_line() -> str:
+    """The current command as a shell line: the options not at their defaults, then the
+    arguments (a workload's own arguments come last)."""
+    ctx = click.get_current_context()
+    words = ["nsysprobe", ctx.info_name or ctx.command.name or ""]
+    arguments = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if isinstance(param, click.Argument):
+            arguments += [str(v) for v in (value if isinstance(value, tuple) else (value,))]
+        elif value is None or value is False or value == param.default:
+            continue
+        elif value is True:
+            words.append(param.opts[0])
+        else:
+            words += [param.opts[0], str(value)]
+    return shlex.join(words + arguments)

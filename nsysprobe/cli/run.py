@@ -1,0 +1,98 @@
+"""``nsysprobe run`` and ``nsysprobe doctor``: parse options, call nsysprobe.capture, print."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from nsysprobe.capture.doctor import run_checks
+from nsysprobe.capture.health import nvtx_note
+from nsysprobe.capture.profile import ProfileOptions, capture
+
+ANALYSIS_FILE = "analysis.json"
+
+
+def _say(line: str) -> None:
+    click.echo(f"nsysprobe: {line}", err=True)
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("workload", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Run folder to write.")
+@click.option("--nsys", "nsys_path", metavar="PATH", help="The nsys executable to use.")
+@click.option("--trace", help="nsys --trace list [default: cuda,nvtx,osrt; nvtx,osrt w/o GPU].")
+@click.option("--no-capture-range", is_flag=True, help="Capture the whole run, not the range.")
+@click.option("--cpuctxsw", is_flag=True, help="Trace CPU context switches (NUMA analysis).")
+@click.option("--sample", is_flag=True, help="Collect CPU IP/backtrace samples.")
+@click.option("--nsys-args", default="", metavar='"..."', help="More arguments for nsys profile.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+)
+def run(
+    workload: tuple[str, ...],
+    output: Path | None,
+    nsys_path: str | None,
+    trace: str | None,
+    no_capture_range: bool,
+    cpuctxsw: bool,
+    sample: bool,
+    nsys_args: str,
+    fmt: str,
+) -> None:
+    """Profile WORKLOAD under Nsight Systems, export it and print the diagnosis.
+
+    \b
+    nsysprobe run train.py --epochs 1
+    nsysprobe run -- python -m mypkg.train
+
+    The workload calls torch.cuda.profiler.start()/stop() around the steps to capture
+    (or pass --no-capture-range). Its exit code is this command's exit code.
+    """
+    from nsysprobe import analyze
+    from nsysprobe.render import render
+
+    options = ProfileOptions(
+        trace=trace,
+        capture_range=not no_capture_range,
+        cpuctxsw=cpuctxsw,
+        sample=sample,
+        nsys_args=tuple(shlex.split(nsys_args)),
+    )
+    result = capture(workload, output, options, nsys_path, progress=_say)
+    report = analyze(result.sqlite)
+    (result.folder / ANALYSIS_FILE).write_text(render(report, "json"), encoding="utf-8")
+    click.echo(render(report, fmt))
+    note = nvtx_note(result.sqlite, result.trace, result.nsys.version)
+    if note:
+        _say(f"warning: {note}")
+    _say(f"run files in {result.folder}")
+    if result.interrupted:
+        _say("interrupted; kept what was captured")
+    elif result.exit_code != 0:
+        _say(f"the workload exited with code {result.exit_code}")
+    sys.exit(result.exit_code)
+
+
+@click.command()
+@click.option("--nsys", "nsys_path", metavar="PATH", help="The nsys executable to check.")
+def doctor(nsys_path: str | None) -> None:
+    """Check nsys, its importer, Python nvtx, the GPU and NUMA tools; each line with its fix.
+
+    Exits 1 when nsys or its importer is unusable, since no capture can be made then.
+    """
+    failed = False
+    for check in run_checks(nsys_path):
+        mark = {True: "ok", False: "FAIL", None: "info"}[check.ok]
+        fix = f" -> {check.fix}" if check.fix else ""
+        click.echo(f"{mark:4} {check.name}: {check.detail}{fix}")
+        failed = failed or (check.required and check.ok is False)
+    sys.exit(1 if failed else 0)

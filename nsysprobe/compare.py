@@ -1,0 +1,191 @@
+"""Runs side by side: each run's headline figures and how each differs from the first.
+
+A run is a trace (``.sqlite``, ``.nsys-rep``/``.qdrep``, analyzed now), a run folder (its
+``analysis.json`` as ``nsysprobe run`` writes it, else the one ``*.sqlite`` in it) or the id of
+a history entry (``nsysprobe history``). A path wins over an id of the same spelling.
+
+Whether a run is faster than the first is decided on the **distributions** of per-step wall
+times, not on one number: a two-sided Mann-Whitney U test (exact over every split of the
+pooled steps when there are at most ``EXACT_SPLITS`` splits, else the normal approximation
+with tie correction). When p >= ``ALPHA`` the difference is *within noise*; otherwise the run
+is *faster* or *slower* with confidence 1 - p. The speed-up is the ratio of steps per second
+(one over the median step).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nsysprobe.errors import InputError
+from nsysprobe.metrics import RunMetrics, metrics_from_json, metrics_of
+
+SCHEMA_VERSION = 1
+ALPHA = 0.05
+MIN_STEPS = 3
+EXACT_SPLITS = 20_000
+ANALYSIS_FILE = "analysis.json"
+TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str  # short name shown in tables
+    source: str  # the path, or "history #N"
+    metrics: RunMetrics
+
+
+@dataclass(frozen=True)
+class Difference:
+    """How ``run`` differs from the first run of the comparison."""
+
+    speedup: float | None  # steps/s of the run / steps/s of the first
+    verdict: str  # "faster", "slower", "within noise", "unknown"
+    p_value: float | None  # two-sided Mann-Whitney U on per-step wall times
+    confidence: float | None  # 1 - p when faster or slower
+    faster_share_ratio: float | None  # P(a step of the run is shorter than one of the first)
+    why: str  # one line: the test, or why there is none
+
+
+@dataclass(frozen=True)
+class Comparison:
+    runs: tuple[Run, ...]
+    differences: tuple[Difference | None, ...]  # None for the first run
+
+
+def mann_whitney(a, b) -> tuple[float, float]:
+    """(U of ``a``, two-sided p) for samples ``a`` and ``b``.
+
+    U counts the pairs where the ``a`` value is larger (ties count one half). Exact when the
+    pooled sample has at most ``EXACT_SPLITS`` ways to be split, by enumerating them with the
+    pooled ranks (ties keep their mid-ranks); else the normal approximation with tie correction
+    and continuity correction.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    n1, n2 = a.size, b.size
+    if not n1 or not n2:
+        raise ValueError("both samples need at least one value")
+    pooled = np.concatenate([a, b])
+    ranks = _midranks(pooled)
+    u = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2)
+    mean = n1 * n2 / 2
+    if math.comb(n1 + n2, n1) <= EXACT_SPLITS:
+        dist = (
+            np.fromiter(
+                (ranks[list(c)].sum() for c in itertools.combinations(range(n1 + n2), n1)),
+                dtype=np.float64,
+            )
+            - n1 * (n1 + 1) / 2
+        )
+        extreme = np.abs(dist - mean) >= abs(u - mean) - 1e-9
+        return u, float(extreme.mean())
+    _, counts = np.unique(pooled, return_counts=True)
+    n = n1 + n2
+    var = n1 * n2 / 12 * ((n + 1) - float((counts**3 - counts).sum()) / (n * (n - 1)))
+    if var <= 0:
+        return u, 1.0
+    z = max(abs(u - mean) - 0.5, 0.0) / math.sqrt(var)
+    return u, float(min(1.0, math.erfc(z / math.sqrt(2))))
+
+
+def _midranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    sorted_vals = values[order]
+    ranks = np.empty(values.size, dtype=np.float64)
+    # ranks 1..n, then every run of equal values gets the mean of its ranks
+    _, first, counts = np.unique(sorted_vals, return_index=True, return_counts=True)
+    mid = first + (counts + 1) / 2
+    ranks[order] = np.repeat(mid, counts)
+    return ranks
+
+
+def difference(first: RunMetrics, other: RunMetrics) -> Difference:
+    speedup = (
+        other.steps_per_s / first.steps_per_s
+        if first.steps_per_s and other.steps_per_s is not None
+        else None
+    )
+    a, b = first.step_wall_ns, other.step_wall_ns
+    if len(a) < MIN_STEPS or len(b) < MIN_STEPS:
+        return Difference(
+            speedup,
+            "unknown",
+            None,
+            None,
+            None,
+            f"needs {MIN_STEPS}+ steps in each run to test (has {len(a)} and {len(b)})",
+        )
+    u, p = mann_whitney(b, a)
+    # U of b counts pairs where b's step is longer; the share where it is shorter is the rest.
+    faster_share = 1.0 - u / (len(a) * len(b))
+    test = f"Mann-Whitney U on {len(b)} vs {len(a)} step times, p={p:.3g}"
+    if p >= ALPHA:
+        return Difference(speedup, "within noise", p, None, faster_share, test)
+    verdict = "faster" if faster_share > 0.5 else "slower"
+    return Difference(speedup, verdict, p, 1.0 - p, faster_share, test)
+
+
+def compare_runs(runs: list[Run]) -> Comparison:
+    if len(runs) < 2:
+        raise InputError("compare needs two runs or more; give traces, run folders or history ids")
+    first = runs[0].metrics
+    diffs = (None,) + tuple(difference(first, r.metrics) for r in runs[1:])
+    return Comparison(runs=tuple(runs), differences=diffs)
+
+
+def load_run(spec: str, *, history_path: Path | None = None, analyze_options=None) -> Run:
+    """A Run from a trace path, a run folder or a history id (see the module docstring)."""
+    path = Path(spec)
+    if path.is_dir():
+        return _from_folder(path, analyze_options or {})
+    if path.exists():
+        return _from_trace(path, analyze_options or {})
+    if spec.isdigit():
+        from nsysprobe import history
+
+        entry = history.get(int(spec), history_path)
+        return Run(
+            label=f"#{entry.id} {entry.metrics.trace}",
+            source=f"history #{entry.id}",
+            metrics=entry.metrics,
+        )
+    raise InputError(
+        f"{spec}: no such file, folder or history id; give a trace (.sqlite, .nsys-rep), a run "
+        f"folder or an id from `nsysprobe history`"
+    )
+
+
+def _from_trace(path: Path, options: dict) -> Run:
+    from nsysprobe.report import analyze
+
+    report = analyze(path, **options)
+    return Run(label=path.name, source=str(path), metrics=metrics_of(report))
+
+
+def _from_folder(folder: Path, options: dict) -> Run:
+    analysis = folder / ANALYSIS_FILE
+    if analysis.is_file():
+        try:
+            data = json.loads(analysis.read_text(encoding="utf-8"))
+            metrics = metrics_from_json(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(
+                f"{analysis}: not an nsysprobe analysis ({exc}); re-create it with "
+                f"`nsysprobe analyze TRACE --format json > {analysis}`"
+            ) from exc
+        return Run(label=folder.name, source=str(folder), metrics=metrics)
+    traces = sorted(p for p in folder.iterdir() if p.suffix == ".sqlite")
+    if len(traces) != 1:
+        found = ", ".join(p.name for p in traces) or "none"
+        raise InputError(
+            f"{folder}: a run folder holds {ANALYSIS_FILE} or one .sqlite export (found: "
+            f"{found}); pass the trace itself"
+        )
+    run = _from_trace(traces[0], options)
+    return Run(label=folder.name, source=str(folder), metrics=run.metrics)

@@ -1,0 +1,133 @@
+"""A Comparison -> text, Markdown or JSON: one row per run, the first run is the reference.
+
+Columns: steps, steps/s, speed-up (steps/s over the first run's), GPU busy, GPU idle per step
+(median), pageable HtoD bytes and exposed copy time (totals over the capture), the verdict
+of the per-step test against the first run, and the top recommendation. Figures after the
+first row carry their difference to the first in parentheses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from nsysprobe.compare import SCHEMA_VERSION, Comparison, Difference
+from nsysprobe.metrics import RunMetrics
+from nsysprobe.render.markdown import escape
+from nsysprobe.render.sections import ms, size
+
+HEADER = (
+    "run",
+    "steps",
+    "steps/s",
+    "speed-up",
+    "GPU busy",
+    "idle/step",
+    "pageable HtoD",
+    "exposed copy",
+    "vs first",
+    "top recommendation",
+)
+NOTE = (
+    "speed-up = steps/s over the first run's (steps/s = 1 / median step); vs first = "
+    "Mann-Whitney U test on the per-step wall times; pageable HtoD and exposed copy are totals "
+    "over each capture"
+)
+
+
+def rows(comparison: Comparison) -> list[tuple[str, ...]]:
+    first = comparison.runs[0].metrics
+    out = []
+    for run, diff in zip(comparison.runs, comparison.differences):
+        m = run.metrics
+        ref = None if diff is None else first
+        out.append(
+            (
+                run.label,
+                "-" if m.step_count is None else f"{m.step_count:,}",
+                _delta(m.steps_per_s, ref and ref.steps_per_s, lambda v: f"{v:.2f}", "{:+.2f}"),
+                "1.00x (reference)"
+                if diff is None
+                else ("-" if diff.speedup is None else f"{diff.speedup:.2f}x"),
+                _busy(m, ref),
+                _delta(m.idle_per_step_ns, ref and ref.idle_per_step_ns, ms, None, ms),
+                _delta(m.pageable_htod_bytes, ref and ref.pageable_htod_bytes, size, None, size),
+                _delta(m.exposed_copy_ns, ref and ref.exposed_copy_ns, ms, None, ms),
+                "-" if diff is None else verdict_text(diff),
+                m.top_recommendation or "-",
+            )
+        )
+    return out
+
+
+def verdict_text(diff: Difference) -> str:
+    if diff.verdict in ("faster", "slower"):
+        return f"{diff.verdict} ({diff.confidence:.1%} confidence, p={diff.p_value:.2g})"
+    if diff.verdict == "within noise":
+        return f"within noise (p={diff.p_value:.2g})"
+    return f"unknown: {diff.why}"
+
+
+def _busy(m: RunMetrics, ref: RunMetrics | None) -> str:
+    if m.gpu_busy_ratio is None:
+        return "-"
+    text = f"{m.gpu_busy_ratio:.1%}" + (" of span" if m.busy_basis == "span" else "")
+    if ref is not None and ref.gpu_busy_ratio is not None:
+        text += f" ({(m.gpu_busy_ratio - ref.gpu_busy_ratio) * 100:+.1f} pt)"
+    return text
+
+
+def _delta(value, ref, fmt, delta_fmt, delta_fn=None) -> str:
+    if value is None:
+        return "-"
+    text = fmt(value)
+    if ref is None:
+        return text
+    d = value - ref
+    if delta_fn is not None:
+        return f"{text} ({'+' if d >= 0 else '-'}{delta_fn(abs(d))})"
+    return f"{text} ({delta_fmt.format(d)})"
+
+
+def render_comparison_text(comparison: Comparison) -> str:
+    table = [HEADER, *rows(comparison)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += ["", NOTE]
+    lines += [f"{r.label}: {r.source}" for r in comparison.runs]
+    return "\n".join(lines) + "\n"
+
+
+def render_comparison_markdown(comparison: Comparison) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(escape(c) for c in r) + " |" for r in rows(comparison)]
+    lines += ["", escape(NOTE)]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_dict(comparison: Comparison) -> dict:
+    runs = []
+    for run, diff in zip(comparison.runs, comparison.differences):
+        metrics = dataclasses.asdict(run.metrics)
+        metrics["step_wall_ns"] = list(run.metrics.step_wall_ns)
+        runs.append(
+            {
+                "label": run.label,
+                "source": run.source,
+                **metrics,
+                "vs_first": None if diff is None else dataclasses.asdict(diff),
+            }
+        )
+    return {"schema_version": SCHEMA_VERSION, "runs": runs}
+
+
+def render_comparison_json(comparison: Comparison) -> str:
+    return json.dumps(comparison_dict(comparison), indent=2, ensure_ascii=False) + "\n"
+
+
+RENDERERS = {
+    "text": render_comparison_text,
+    "markdown": render_comparison_markdown,
+    "json": render_comparison_json,
+}

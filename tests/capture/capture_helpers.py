@@ -1,0 +1,35 @@
+"""Helpers shared by the capture tests."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+# Three 50 ms NVTX steps, each with a sleep (clock_nanosleep) and an anonymous mmap that is
+# unmapped through the exported munmap symbol, so the OS-runtime trace sees both.
+WORKLOAD = textwrap.dedent(
+    """
+    import mmap
+    import sys
+    import time
+
+    import nvtx
+
+    for step in range(3):
+        with nvtx.annotate(f"step {step}", color="blue"):
+            time.sleep(0.05)
+            buffer = mmap.mmap(-1, 1 << 20)
+            buffer.close()
+    print("workload done")
+    sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    """
+)
+STEP_SLEEP_NS = 50_000_000
+
+
+def write_fake(path: Path, body: str) -> Path:
+    """A stand-in executable, for failure modes a real nsys cannot be made to show."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+    path.chmod(0o755)
+    return path
