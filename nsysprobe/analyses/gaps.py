@@ -22,7 +22,9 @@ the gap is measured by its time inside:
     cpu          none of these: the thread ran its own code (Python producing a batch,
                  building the graph)
 
-and to the innermost NVTX range open on that thread during most of the gap. The longest gaps
+and to the innermost NVTX range open on that thread for at least half of the gap (the range
+covering the most of it when none covers half), grouped by name with numbers masked
+(``Batch 12`` -> ``Batch #``). The longest gaps
 are also listed with every NVTX range, OS-runtime call and CUDA API call that overlapped them,
 on every thread of the process. The shares are sums over gaps of one thread's time, so they
 add up to the total gap time.
@@ -36,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.analyses.events import Events, api_name, range_pattern
 from nsysprobe.trace.reader import pid_of
 
 DEFAULT_MIN_GAP_NS = 1_000_000
@@ -216,7 +218,7 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
         dur = g_e - g_s
         for label, ns in pd.Series(dur).groupby(states).sum().items():
             state_ns[label] = state_ns.get(label, 0) + int(ns)
-        ranges = innermost.fillna(NO_RANGE)
+        ranges = innermost.map(range_pattern, na_action="ignore").fillna(NO_RANGE)
         for label, ns in pd.Series(dur).groupby(ranges.to_numpy()).sum().items():
             range_ns[label] = range_ns.get(label, 0) + int(ns)
         causes = pd.DataFrame({"state": states, "range": ranges.to_numpy(), "ns": dur})
@@ -349,7 +351,12 @@ def _attribute(
         if r_idx.size:
             dur = (ranges["end"].to_numpy() - ranges["start"].to_numpy())[r_idx]
             pairs = pd.DataFrame({"g": g_idx, "ov": ov, "dur": dur, "r": r_idx})
-            best = pairs.sort_values(["g", "ov", "dur"], ascending=[True, False, True])
+            # The innermost range open for most of the gap; when no range covers half of it,
+            # the one covering the most.
+            half = pairs["ov"].to_numpy() * 2 >= (g_e - g_s)[g_idx]
+            pairs["not_half"] = ~half
+            pairs["key"] = np.where(half, pairs["dur"].to_numpy(), -pairs["ov"].to_numpy())
+            best = pairs.sort_values(["g", "not_half", "key"], kind="stable")
             best = best.drop_duplicates("g")
             names = ranges["name"].to_numpy()
             innermost.iloc[best["g"].to_numpy()] = names[best["r"].to_numpy()]

@@ -40,6 +40,10 @@ def _register() -> None:
 
     main.add_command(_analyze.analyze)
 
+    from nsysprobe.cli import scrub as _scrub
+
+    main.add_command(_scrub.scrub)
+
     from nsysprobe.cli import run as _run
 
     main.add_command(_run.run)

@@ -205,3 +205,25 @@ def test_empty_trace_gives_empty_results(build):
         assert analyze_overlap(ev).htod_ns == 0
         assert analyze_osrt(ev, {}).rows == ()
         assert analyze_steps(ev) is None
+
+
+@pytest.mark.parametrize(
+    "get_ms, copy_ms, expected",
+    [
+        (6, 1, "get batch"),  # innermost range open for at least half the gap wins
+        (4, 3, "Batch #"),  # no child covers half of it: the range covering the most
+    ],
+)
+def test_gap_goes_to_the_innermost_range_open_for_most_of_it(build, get_ms, copy_ms, expected):
+    # GPU idle [10, 20) ms; the thread's step range spans it; a kernel launched at 19.99 ms
+    # ends the gap, so the main thread is the one the GPU waited on.
+    ex = Export()
+    ex.kernel(0, 10 * MS, launch_at=0)
+    ex.kernel(20 * MS, 30 * MS, launch_at=20 * MS - 10_000)
+    ex.nvtx(0, 9 * MS, "Batch 1")
+    ex.nvtx(9 * MS, 30 * MS, "Batch 2")
+    ex.nvtx(10 * MS, (10 + get_ms) * MS, "get batch")
+    ex.nvtx(20 * MS - copy_ms * MS, 20 * MS, "copy batch")
+    with Trace(build(ex)) as trace:
+        g = analyze_gaps(Events.load(trace), min_gap_ns=MS)
+    assert [(c.range, c.idle_ns) for c in g.by_cause] == [(expected, 10 * MS)]

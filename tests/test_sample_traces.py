@@ -1,0 +1,110 @@
+"""The project's own H200 captures of the ladder (sample_traces/): each rung's diagnosis, and
+its figures against SQL run here on the export."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+
+import pytest
+
+import nsysprobe
+from nsysprobe.numa import load_recorded
+
+from conftest import SAMPLE_TRACES
+
+MANIFEST = json.loads((SAMPLE_TRACES / "manifest.json").read_text())["traces"]
+
+
+def sql(path, query):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(query).fetchall()
+    finally:
+        db.close()
+
+
+def step_walls(path) -> list[int]:
+    rows = sql(
+        path,
+        "SELECT n.end - n.start FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.eventType = 59 AND coalesce(n.text, s.value) LIKE 'Batch %'",
+    )
+    return [w for (w,) in rows]
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_each_rung_gets_its_verdict(name):
+    report = nsysprobe.analyze(SAMPLE_TRACES / name)
+    assert report.verdict.id == MANIFEST[name]["expected_verdict"]
+    assert report.trace.nsys_version == "2025.3.2.0"
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_steps_match_the_nvtx_ranges(name):
+    path = SAMPLE_TRACES / name
+    walls = step_walls(path)
+    steps = nsysprobe.analyze(path).steps
+    assert steps.count == len(walls) == 20
+    assert steps.median_step_ns == int(statistics.median(walls))
+    assert [c.name for c in steps.children][:3] and {c.name for c in steps.children} <= {
+        "get batch",
+        "copy batch",
+        "Compute",
+    }
+
+
+def test_pageable_copies_only_below_the_pinned_rung():
+    pageable = {}
+    for name in MANIFEST:
+        tables = {t for (t,) in sql(SAMPLE_TRACES / name, "SELECT name FROM sqlite_master")}
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" not in tables:  # lazy export: the cached rung copies
+            pageable[MANIFEST[name]["rung"]] = 0  # nothing while it is profiled
+            continue
+        (count,) = sql(
+            SAMPLE_TRACES / name,
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEM_KIND k "
+            "ON k.id = m.srcKind WHERE m.copyKind = 1 AND k.label = 'Pageable' "
+            "AND m.bytes > 1000000",
+        )[0]
+        report = nsysprobe.analyze(SAMPLE_TRACES / name)
+        big = [
+            r for r in report.transfers.rows if (r.copy_kind, r.src_kind) == ("HtoD", "Pageable")
+        ]
+        assert sum(r.count for r in big) >= count
+        pageable[MANIFEST[name]["rung"]] = count
+    assert pageable["baseline"] > 0 and pageable["multiworker"] > 0
+    assert pageable["pinned"] == pageable["streams"] == pageable["prefetch"] == 0
+
+
+def test_the_ladder_climbs_to_the_compute_ceiling():
+    rate = {
+        MANIFEST[n]["rung"]: 1e9 / statistics.median(step_walls(SAMPLE_TRACES / n))
+        for n in MANIFEST
+        if "extra" not in MANIFEST[n]
+    }
+    assert rate["baseline"] < rate["multiworker"] < rate["pinned"]
+    assert rate["prefetch"] >= 0.97 * rate["cached"]
+
+
+def test_copies_overlap_compute_once_pipelined():
+    ratio = {
+        MANIFEST[n]["rung"]: nsysprobe.analyze(SAMPLE_TRACES / n).overlap.overlap_ratio
+        for n in ("h200_pinned.sqlite", "h200_streams.sqlite", "h200_prefetch.sqlite")
+    }
+    assert ratio["pinned"] == 0.0
+    assert ratio["streams"] > 0.9 and ratio["prefetch"] > 0.9
+
+
+def test_placement_replayed_with_the_recorded_topology():
+    topology = load_recorded(SAMPLE_TRACES / "h200_topology")
+    report = nsysprobe.analyze(
+        SAMPLE_TRACES / "h200_multiworker-cpuctxsw.sqlite", topology=topology
+    )
+    p = report.placement
+    assert p.numa_nodes == 1 and p.note.startswith("one NUMA node")
+    roles = {r.role: r for r in p.roles}
+    assert roles["training thread"].verdict == "local"
+    assert roles["loader processes"].threads >= 8
+    assert "numa_binding" not in [r.id for r in report.recommendations]
