@@ -3,5 +3,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
+"$root/scripts/install_chromium.sh"  # for the HTML report's browser tests
 cd "$root"
 exec .venv/bin/python -m pytest "$@"

@@ -35,3 +35,10 @@ def rung(build):
         return build(ladder_rung(name, **kw), f"{name}.sqlite")
 
     return _rung
+
+
+@pytest.fixture(autouse=True)
+def _history_in_tmp(tmp_path, monkeypatch):
+    """Every analyze/run records a history entry: keep it out of the real home."""
+    monkeypatch.setenv("NSYSPROBE_HISTORY", str(tmp_path / "history.db"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))

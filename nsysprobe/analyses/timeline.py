@@ -272,8 +272,7 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
                     "deviceId": c["deviceId"],
                     "streamId": c["streamId"],
                     "name": [
-                        f"memcpy {kn} {_size(b)} from {s}"
-                        for kn, b, s in zip(kind_names, c["bytes"], src)
+                        f"{kn} {_size(b)} ({s})" for kn, b, s in zip(kind_names, c["bytes"], src)
                     ],
                     "kind": [_copy_kind(kn, s) for kn, s in zip(kind_names, src)],
                 }

@@ -11,6 +11,7 @@ import click
 from nsysprobe.capture.doctor import run_checks
 from nsysprobe.capture.health import nvtx_note
 from nsysprobe.capture.profile import ProfileOptions, capture
+from nsysprobe.cli.outputs import report_outputs, save_outputs
 
 ANALYSIS_FILE = "analysis.json"
 
@@ -37,6 +38,7 @@ def _say(line: str) -> None:
     default="text",
     show_default=True,
 )
+@report_outputs
 def run(
     workload: tuple[str, ...],
     output: Path | None,
@@ -47,6 +49,7 @@ def run(
     sample: bool,
     nsys_args: str,
     fmt: str,
+    **outputs,
 ) -> None:
     """Profile WORKLOAD under Nsight Systems, export it and print the diagnosis.
 
@@ -70,6 +73,7 @@ def run(
     result = capture(workload, output, options, nsys_path, progress=_say)
     report = analyze(result.sqlite)
     (result.folder / ANALYSIS_FILE).write_text(render(report, "json"), encoding="utf-8")
+    save_outputs(report, result.sqlite, outputs, paths={"folder": result.folder})
     click.echo(render(report, fmt))
     note = nvtx_note(result.sqlite, result.trace, result.nsys.version)
     if note:

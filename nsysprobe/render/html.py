@@ -53,7 +53,7 @@ KIND_LABELS = {
     "nvtx": "NVTX range (its own color)",
     "kernel": "kernel",
     "memcpy HtoD": "memcpy HtoD (pinned)",
-    "memcpy HtoD pageable": "memcpy HtoD from pageable memory",
+    "memcpy HtoD pageable": "HtoD from pageable memory",
     "memcpy DtoH": "memcpy DtoH",
     "memcpy DtoD": "memcpy DtoD",
     "memcpy other": "other copy",
@@ -77,6 +77,7 @@ body { margin: 0; background: var(--bg); color: var(--ink);
 main { max-width: 1280px; margin: 0 auto; padding: 24px 28px 48px; }
 h1 { font-size: 22px; margin: 0 0 2px; }
 h2 { font-size: 17px; margin: 28px 0 8px; }
+section.card > h2 { margin-top: 0; }
 p.meta, p.note, .caption { color: var(--muted); margin: 4px 0; }
 section.card { background: #fff; border: 1px solid var(--line); border-radius: 8px;
   padding: 14px 18px; margin-top: 16px; }
@@ -87,8 +88,9 @@ section.card { background: #fff; border: 1px solid var(--line); border-radius: 8
 .verdict dl { display: grid; grid-template-columns: 48px 1fr; gap: 4px 10px; margin: 0; }
 .verdict dt { font-weight: 600; color: var(--muted); }
 .verdict dd { margin: 0; }
-.gain { font-weight: 600; }
+.gain { font-weight: 600; color: #b23a3a; white-space: nowrap; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; margin-top: 6px; }
+th.num { text-align: right; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line);
   vertical-align: top; }
 th { background: #eef0f4; font-weight: 600; white-space: nowrap; }
@@ -199,7 +201,7 @@ def _verdict(report: Report) -> str:
         return '<section class="card verdict" id="verdict"><h2>No verdict</h2></section>'
     fed = " fed" if v.id == "gpu_bound" else ""
     gain = (
-        f' <span class="gain">saves ~{esc(pct(v.expected_gain_ratio))}</span>'
+        f' <span class="gain">· saves ~{esc(pct(v.expected_gain_ratio))}</span>'
         if v.expected_gain_ratio
         else ""
     )
@@ -213,13 +215,15 @@ def _verdict(report: Report) -> str:
 
 
 def _table(section: Section) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in section.header)
+    numeric = [
+        all(_NUMERIC.match(r[i].strip()) or r[i].strip() == "-" for r in section.rows)
+        for i in range(len(section.header))
+    ]
+    cls = ['class="num"' if n else "" for n in numeric]
+    head = "".join(f"<th {c}>{esc(h)}</th>" for c, h in zip(cls, section.header))
     rows = []
     for row in section.rows:
-        cells = "".join(
-            f'<td class="num">{esc(c)}</td>' if _NUMERIC.match(c.strip()) else f"<td>{esc(c)}</td>"
-            for c in row
-        )
+        cells = "".join(f"<td {c}>{esc(v)}</td>" for c, v in zip(cls, row))
         rows.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -276,8 +280,8 @@ def _argb(color: int | None) -> str:
 
 
 def _ink_on(fill: str) -> str:
-    if not fill.startswith("#"):
-        return "#ffffff"
+    if not fill.startswith("#"):  # striped patterns: dark text reads on both stripes
+        return "#111111"
     r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
     return "#111111" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#ffffff"
 
@@ -363,10 +367,10 @@ def timeline_svg(tl: Timeline) -> str:
     out.append(_rect(0, 0, W, height, "#ffffff"))
     out.append(_rect(X0, top, X1 - X0, bottom - top, "#fbfbfc"))
 
-    # time axis
+    # time axis, from the first step's start (else the window's)
+    origin = tl.steps[0].start_ns if tl.steps else tl.start_ns
     step = _ticks(span)
-    first = (tl.start_ns // step + 1) * step
-    tick = first
+    tick = origin - ((origin - tl.start_ns) // step) * step
     while tick < tl.end_ns:
         tx = x(tick)
         out.append(
@@ -374,27 +378,30 @@ def timeline_svg(tl: Timeline) -> str:
             'stroke="#e6e8ec" stroke-width="1"/>'
         )
         out.append(
-            _text(tx, top - 8, _ms_label(tick - tl.start_ns), 10, "#5d6675", "middle", cls="tick")
+            _text(tx, top - 8, _ms_label(tick - origin), 10, "#5d6675", "middle", cls="tick")
         )
         tick += step
 
-    # idle gaps, behind the bars
+    # idle gaps, behind the bars; each label in its device's last row
+    label_y = {lane.group: ly + ROW_H - 5 for ly, lane in lane_y}
     for span_ in tl.idle:
         x0, x1 = x(span_.start_ns), x(span_.end_ns)
         title = f"GPU {span_.device_id} idle {ms(span_.end_ns - span_.start_ns)}"
         out.append(_rect(x0, top, x1 - x0, bottom - top, "url(#idle)", title, cls="idle"))
         label = _fit(f"GPU {span_.device_id} idle {ms(span_.end_ns - span_.start_ns)}", x1 - x0)
         if label:
-            out.append(_text((x0 + x1) / 2, bottom - 6, label, 10, "#b23a3a", "middle", 600))
+            ty = label_y.get(f"GPU {span_.device_id}", bottom - 6)
+            out.append(_text((x0 + x1) / 2, ty, label, 10, "#b23a3a", "middle", 600))
 
     # steps: boundaries and names
+    edges = sorted({m.start_ns for m in tl.steps} | {tl.steps[-1].end_ns} if tl.steps else set())
+    for edge in edges:
+        ex = x(edge)
+        out.append(
+            f'<line x1="{_num(ex)}" y1="{top - 26}" x2="{_num(ex)}" y2="{_num(bottom)}" '
+            'stroke="#7a8394" stroke-width="1" stroke-dasharray="3 3"/>'
+        )
     for mark in tl.steps:
-        for edge in (mark.start_ns, mark.end_ns):
-            ex = x(edge)
-            out.append(
-                f'<line x1="{_num(ex)}" y1="{top - 26}" x2="{_num(ex)}" y2="{_num(bottom)}" '
-                'stroke="#7a8394" stroke-width="1" stroke-dasharray="3 3"/>'
-            )
         sx0, sx1 = x(mark.start_ns), x(mark.end_ns)
         name = _fit(f"{mark.name} · {ms(mark.end_ns - mark.start_ns)}", sx1 - sx0, 11)
         if name:
@@ -411,8 +418,18 @@ def timeline_svg(tl: Timeline) -> str:
             bx0, bx1 = x(bar.start_ns), x(bar.end_ns)
             fill = _argb(bar.color) if bar.kind == "nvtx" else KIND_COLORS.get(bar.kind, "#999")
             title = f"{bar.name} · {ms(bar.end_ns - bar.start_ns)}"
+            edge = ' stroke="#ffffff" stroke-width="0.7"' if bx1 - bx0 > 4 else ""
             out.append(
-                _rect(bx0, ly, bx1 - bx0, ROW_H, fill, title, "ev", f' data-kind="{esc(bar.kind)}"')
+                _rect(
+                    bx0,
+                    ly,
+                    bx1 - bx0,
+                    ROW_H,
+                    fill,
+                    title,
+                    "ev",
+                    f' data-kind="{esc(bar.kind)}"{edge}',
+                )
             )
             label = _fit(bar.name, bx1 - bx0)
             if label:
@@ -469,7 +486,9 @@ def _steps_card(report: Report, section: Section | None, tl: Timeline | None) ->
     if st is None or section is None:
         why = next((s.reason for s in report.skipped if s.analysis == "steps"), "no steps")
         fix = next((s.fix for s in report.skipped if s.analysis == "steps"), "")
-        return head + f'<p class="note">No per-step breakdown: {esc(why)}. {esc(fix)}</p></section>'
+        return (
+            head + f'<p class="note">No per-step breakdown: {esc(why)}; {esc(fix)}.</p></section>'
+        )
     rows = st.rows[:STEPS_CHARTED]
     more = f" The first {len(rows)} of {st.count} steps are drawn." if st.count > len(rows) else ""
     caption = (

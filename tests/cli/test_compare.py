@@ -1,0 +1,177 @@
+"""``nsysprobe compare``: traces, run folders and history ids side by side; the noise test."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import sqlite3
+import statistics
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from nsysprobe.cli import main
+from nsysprobe.compare import mann_whitney
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def step_walls(path) -> list[int]:
+    """Per-step wall times straight from the file: the 'Batch i' NVTX ranges."""
+    db = sqlite3.connect(path)
+    rows = db.execute(
+        "SELECT n.end - n.start FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
+        "WHERE s.value LIKE 'Batch %' ORDER BY n.start"
+    ).fetchall()
+    db.close()
+    return [r[0] for r in rows]
+
+
+def test_two_copies_of_a_rung_are_within_noise(rung, tmp_path):
+    a = rung("pinned")
+    b = tmp_path / "pinned-again.sqlite"
+    shutil.copy(a, b)
+    data = json.loads(run("compare", a, b, "--format", "json").output)
+    diff = data["runs"][1]["vs_first"]
+    assert diff["verdict"] == "within noise"
+    assert diff["speedup"] == 1.0
+    out = run("compare", a, b).output
+    assert "within noise (p=1)" in out
+
+
+def test_pipelined_is_faster_than_baseline(rung):
+    base, pipe = rung("baseline"), rung("pipelined")
+    expected = statistics.median(step_walls(base)) / statistics.median(step_walls(pipe))
+    data = json.loads(run("compare", base, pipe, "--format", "json").output)
+    diff = data["runs"][1]["vs_first"]
+    assert diff["verdict"] == "faster"
+    assert diff["speedup"] == pytest.approx(expected, rel=1e-9)
+    # all 6 pipelined steps are shorter than all 6 baseline steps: the most extreme of the
+    # C(12, 6) = 924 equally likely splits, on either side
+    assert diff["p_value"] == pytest.approx(2 / 924)
+    assert diff["confidence"] == pytest.approx(1 - 2 / 924)
+    text = run("compare", base, pipe).output
+    assert f"{expected:.2f}x" in text
+    assert "faster (99.8% confidence, p=0.0022)" in text
+
+
+def test_the_ladder_table(rung):
+    names = ["baseline", "multiworker", "pinned", "pipelined"]
+    paths = [rung(n) for n in names]
+    medians = [statistics.median(step_walls(p)) for p in paths]
+    data = json.loads(run("compare", *paths, "--format", "json").output)
+    got = [r["steps_per_s"] for r in data["runs"]]
+    assert got == pytest.approx([1e9 / m for m in medians])
+    speedups = [r["vs_first"]["speedup"] for r in data["runs"][1:]]
+    assert speedups == pytest.approx([medians[0] / m for m in medians[1:]])
+    assert [r["vs_first"]["verdict"] for r in data["runs"][1:]] == ["faster"] * 3
+    assert [r["top_recommendation"] for r in data["runs"]] == [
+        "multiprocess_loading",
+        "pinned_memory",
+        "stream_pipelining",
+        "gpu_bound",
+    ]
+    # pageable bytes vanish once copies are pinned; 64 MiB per step in the ladder
+    assert [r["pageable_htod_bytes"] for r in data["runs"]] == [6 * (64 << 20)] * 2 + [0, 0]
+    md = run("compare", *paths, "--format", "markdown").output
+    assert md.splitlines()[0] == (
+        "| run | steps | steps/s | speed-up | GPU busy | idle/step | pageable HtoD | "
+        "exposed copy | vs first | top recommendation |"
+    )
+    assert len([line for line in md.splitlines() if line.startswith("| ")]) == 5
+
+
+def test_run_folder_and_history_id(rung, tmp_path):
+    trace = rung("multiworker")
+    folder = tmp_path / "run-1"
+    folder.mkdir()
+    (folder / "analysis.json").write_text(run("analyze", trace, "--format", "json").output)
+    history = tmp_path / "h.db"
+    assert run("analyze", trace, "--history", history).exit_code == 0
+    data = json.loads(
+        run("compare", trace, folder, "1", "--history", history, "--format", "json").output
+    )
+    assert [r["source"] for r in data["runs"]] == [str(trace), str(folder), "history #1"]
+    assert [r["vs_first"]["verdict"] for r in data["runs"][1:]] == ["within noise"] * 2
+    assert [r["step_wall_ns"] for r in data["runs"]] == [step_walls(trace)] * 3
+
+
+def test_folder_with_one_sqlite(rung, tmp_path):
+    folder = tmp_path / "only-trace"
+    folder.mkdir()
+    trace = rung("pinned")
+    shutil.copy(trace, folder / "x.sqlite")
+    data = json.loads(run("compare", trace, folder, "--format", "json").output)
+    assert data["runs"][1]["label"] == "only-trace"
+    assert data["runs"][1]["vs_first"]["verdict"] == "within noise"
+
+
+def test_errors(rung, tmp_path):
+    trace = str(rung("pinned"))
+    result = CliRunner().invoke(main, ["compare", trace, "7"])
+    assert result.exit_code == 2
+    assert result.output == (
+        f"nsysprobe: error: history id 7: no such entry in {tmp_path / 'history.db'}; "
+        f"list them with `nsysprobe history`\n"
+    )
+    result = CliRunner().invoke(main, ["compare", trace])
+    assert result.output == (
+        "nsysprobe: error: compare needs two runs or more; give traces, run folders or "
+        "history ids\n"
+    )
+    result = CliRunner().invoke(main, ["compare", "nope.sqlite", "x"])
+    assert result.output == (
+        "nsysprobe: error: nope.sqlite: no such file, folder or history id; give a trace "
+        "(.sqlite, .nsys-rep), a run folder or an id from `nsysprobe history`\n"
+    )
+
+
+def brute_force(a, b) -> tuple[Fraction, Fraction]:
+    """U of a by counting pairs, and the exact two-sided p by relabelling every split."""
+
+    def u_of(x, y):
+        return sum(Fraction(1) if p > q else Fraction(1, 2) if p == q else 0 for p in x for q in y)
+
+    pooled = list(a) + list(b)
+    n1 = len(a)
+    mean = Fraction(n1 * len(b), 2)
+    u = u_of(a, b)
+    splits = list(itertools.combinations(range(len(pooled)), n1))
+    extreme = 0
+    for idx in splits:
+        x = [pooled[i] for i in idx]
+        y = [pooled[i] for i in range(len(pooled)) if i not in idx]
+        extreme += abs(u_of(x, y) - mean) >= abs(u - mean)
+    return u, Fraction(extreme, len(splits))
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ([1, 2, 3, 4], [5, 6, 7, 8]),
+        ([1, 2, 2, 3, 5], [2, 3, 4, 4, 6]),
+        ([3, 3, 3], [3, 3, 3, 3]),
+        ([10, 12, 9, 11, 13, 10], [11, 9, 12, 10, 12, 11]),
+    ],
+)
+def test_mann_whitney_exact_matches_brute_force(a, b):
+    u, p = mann_whitney(a, b)
+    want_u, want_p = brute_force(a, b)
+    assert u == float(want_u)
+    assert p == pytest.approx(float(want_p))
+
+
+def test_mann_whitney_large_samples():
+    rng = np.random.default_rng(7)
+    same_a, same_b = rng.normal(100, 5, 200), rng.normal(100, 5, 200)
+    assert mann_whitney(same_a, same_b)[1] > 0.05
+    shifted = rng.normal(97, 5, 200)
+    u, p = mann_whitney(shifted, same_a)
+    assert p < 1e-3
+    # U counted by pairs
+    assert u == float(sum((x > y) + 0.5 * (x == y) for x in shifted for y in same_a))

@@ -1,0 +1,106 @@
+"""The history database: where it lives, what analyze records, and ``nsysprobe history``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import nsysprobe
+from nsysprobe import history
+from nsysprobe.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_default_location(monkeypatch, tmp_path):
+    monkeypatch.delenv("NSYSPROBE_HISTORY")
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert history.default_path() == tmp_path / "home/.local/share/nsysprobe/history.db"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert history.default_path() == tmp_path / "data/nsysprobe/history.db"
+    monkeypatch.setenv("NSYSPROBE_HISTORY", str(tmp_path / "mine.db"))
+    assert history.default_path() == tmp_path / "mine.db"
+
+
+def test_tests_never_touch_the_real_home(tmp_path):
+    assert history.default_path() == tmp_path / "history.db"
+
+
+def test_analyze_records_metrics_paths_and_command(rung, tmp_path):
+    trace = rung("baseline")
+    html = tmp_path / "b.html"
+    assert run("analyze", trace, "--html", html).exit_code == 0
+    db = sqlite3.connect(tmp_path / "history.db")
+    db.row_factory = sqlite3.Row
+    (row,) = db.execute("SELECT * FROM runs").fetchall()
+    db.close()
+    assert row["command"] == f"nsysprobe analyze --html {html} {trace}"
+    assert json.loads(row["paths"]) == {
+        "trace": str(trace),
+        "sqlite": str(trace),
+        "html": str(html),
+    }
+    # ladder baseline: 6 steps of 400 ms, 64 MiB pageable copy each
+    assert row["step_count"] == 6
+    assert row["steps_per_s"] == 2.5
+    assert json.loads(row["step_wall_ns"]) == [400_000_000] * 6
+    assert row["pageable_htod_bytes"] == 6 * (64 << 20)
+    assert row["top_recommendation"] == "multiprocess_loading"
+
+
+def test_no_history_and_explicit_path(rung, tmp_path):
+    trace = rung("pinned")
+    assert run("analyze", trace, "--no-history").exit_code == 0
+    assert not (tmp_path / "history.db").exists()
+    other = tmp_path / "sub" / "other.db"
+    assert run("analyze", trace, "--history", other).exit_code == 0
+    assert [e.metrics.trace for e in history.entries(other)] == ["pinned.sqlite"]
+    assert not (tmp_path / "history.db").exists()
+
+
+def test_library_hook_and_listing(rung, tmp_path):
+    for name in ("baseline", "pipelined"):
+        report = nsysprobe.analyze(rung(name))
+        history.record(report, f"nsysprobe run workloads/{name}.py", {"folder": tmp_path})
+    out = run("history").output.splitlines()
+    assert out[0].split() == [
+        "id",
+        "recorded",
+        "(UTC)",
+        "trace",
+        "steps/s",
+        "GPU",
+        "busy",
+        "top",
+        "recommendation",
+        "command",
+    ]
+    assert out[1].split()[:2] == ["2", out[1].split()[1]]
+    assert "pipelined.sqlite  16.81" in out[1] and "gpu_bound" in out[1]
+    assert out[2].endswith("nsysprobe run workloads/baseline.py")
+    assert out[-1] == f"(2 newest in {tmp_path / 'history.db'})"
+    data = json.loads(run("history", "--format", "json", "--limit", "1").output)
+    (entry,) = data["entries"]
+    assert entry["id"] == 2 and entry["paths"] == {"folder": str(tmp_path)}
+    assert entry["top_recommendation"] == "gpu_bound"
+
+
+def test_empty_history(tmp_path):
+    assert run("history").output == f"no runs recorded yet in {tmp_path / 'history.db'}\n"
+
+
+def test_unusable_history_warns_and_still_reports(rung, tmp_path):
+    bad = tmp_path / "not-a-db"
+    bad.write_text("this is not sqlite " * 100)
+    result = CliRunner().invoke(main, ["analyze", str(rung("pinned")), "--history", str(bad)])
+    assert result.exit_code == 0
+    assert "VERDICT: stream_pipelining" in result.output
+    warning = f"nsysprobe: warning: not recorded in the history: {bad}: cannot use it"
+    assert warning in result.output
+    assert Path(bad).read_text().startswith("this is not sqlite")
