@@ -16,8 +16,8 @@ The ids are stable, so scripts can rely on them:
 
 Each gain is the time the fix would save as a share of the measured time (the steps' wall
 time when there is a step range, else the GPU span), with the assumptions written into its
-evidence. Recommendations are ordered by that gain; ``gpu_bound`` comes first only when no
-input-side fix would save at least ``MIN_GAIN_RATIO``.
+evidence. Recommendations are ordered by that gain; ``gpu_bound`` is given, first, only when
+no input-side fix would save at least ``MIN_GAIN_RATIO``.
 """
 
 from __future__ import annotations
@@ -97,17 +97,12 @@ def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
         rec = rule(ev, base)
         if rec is not None and rec.saved_ns > 0:
             recs.append(rec)
-    recs.sort(key=lambda r: (r.id != "capture_incomplete" or not blocking, -r.saved_ns))
+    recs.sort(key=lambda r: -r.saved_ns)
     top_gain = max((r.expected_gain_ratio for r in recs if r.id != "capture_incomplete"), default=0)
-    bound = _gpu_bound(ev, top_gain)
     if top_gain < MIN_GAIN_RATIO:
-        recs = (
-            [r for r in recs if r.id == "capture_incomplete"]
-            + [bound]
-            + [r for r in recs if r.id != "capture_incomplete"]
-        )
-    else:
-        recs.append(bound)
+        first = [r for r in recs if r.id == "capture_incomplete"]
+        rest = [r for r in recs if r.id != "capture_incomplete"]
+        recs = [*first, _gpu_bound(ev, top_gain), *rest]
     return tuple(recs)
 
 
