@@ -46,8 +46,11 @@ class Binding:
     cpus: frozenset[int]
     nodes: frozenset[int]
     memory: str = "preferred"
+    note: str = ""  # why a binding with no CPUs leaves the process alone
 
     def describe(self) -> str:
+        if not self.cpus:
+            return f"unbound: {self.note}"
         nodes = format_cpulist(self.nodes) or "-"
         return f"CPUs {format_cpulist(self.cpus)} (node {nodes}), memory {self.memory}"
 
@@ -62,7 +65,11 @@ class BindOutcome:
 
 
 def apply_binding(binding: Binding, *, set_mempolicy: SetMempolicy | None = None) -> BindOutcome:
-    """Bind this process's threads and memory policy; warn and continue on any refusal."""
+    """Bind this process's threads and memory policy; warn and continue on any refusal.
+
+    A binding with no CPUs (see ``Binding.note``) changes nothing."""
+    if not binding.cpus:
+        return BindOutcome(binding, False, False, 0)
     problems: list[str] = []
     threads = _bind_threads(binding.cpus, problems)
     memory = False
