@@ -60,29 +60,28 @@ class Events:
 
     @cached_property
     def device_ids(self) -> list[int]:
-        ids = pd.concat(
-            [self.kernels["deviceId"], self.memcpy["deviceId"], self.memset["deviceId"]]
-        )
-        return sorted(int(d) for d in ids.unique())
-
-    def _on(self, df: pd.DataFrame, device_id: int) -> pd.DataFrame:
-        return df[df["deviceId"].to_numpy() == device_id]
+        ids = set()
+        for df in (self.kernels, self.memcpy, self.memset):
+            ids.update(pd.unique(df["deviceId"].to_numpy()).tolist())
+        return sorted(int(d) for d in ids)
 
     @cached_property
     def _device_unions(self) -> dict[int, dict[str, iv.Intervals]]:
         out = {}
         for dev in self.device_ids:
-            k, c, s = (self._on(f, dev) for f in (self.kernels, self.memcpy, self.memset))
+            k, c, s = (_on_device(f, dev) for f in (self.kernels, self.memcpy, self.memset))
             kernel_u = iv.union(k["start"], k["end"])
             copy_u = iv.union(c["start"], c["end"])
-            htod = c[c["copyKind"].to_numpy() == 1]
+            htod = c["copyKind"] == 1
+            # Busy is the union of the three unions: the same time, far fewer intervals.
+            memset_u = iv.union(s["start"], s["end"])
             out[dev] = {
                 "kernel": kernel_u,
                 "memcpy": copy_u,
-                "htod": iv.union(htod["start"], htod["end"]),
+                "htod": iv.union(c["start"][htod], c["end"][htod]),
                 "busy": iv.union(
-                    np.concatenate([k["start"], c["start"], s["start"]]),
-                    np.concatenate([k["end"], c["end"], s["end"]]),
+                    np.concatenate([kernel_u[0], copy_u[0], memset_u[0]]),
+                    np.concatenate([kernel_u[1], copy_u[1], memset_u[1]]),
                 ),
             }
         return out
@@ -107,9 +106,10 @@ class Events:
         out: dict[int, set[int]] = {}
         for df in (self.kernels, self.memcpy, self.memset):
             if len(df):
-                pairs = pd.DataFrame({"d": df["deviceId"], "p": pid_of(df["globalPid"])})
-                for d, p in pairs.drop_duplicates().itertuples(index=False):
-                    out.setdefault(int(d), set()).add(int(p))
+                # One integer per (device, process) pair: pid_of takes bits 24-47.
+                pairs = (df["deviceId"].to_numpy() << 24) | pid_of(df["globalPid"])
+                for key in pd.unique(pairs).tolist():
+                    out.setdefault(key >> 24, set()).add(key & 0xFFFFFF)
         return out
 
     @cached_property
@@ -124,6 +124,23 @@ class Events:
             out.setdefault(int(pid_of(np.array([tid]))[0]), int(tid))
         return out
 
+    def issuing_calls(self, pids: np.ndarray, corrs: np.ndarray) -> pd.DataFrame:
+        """The CUDA API call behind each (process, correlation id): columns ``tid`` and
+        ``nameId``, NaN where the call is not in the trace. Correlation ids are per process,
+        so the join uses both; the runtime table is cut to the wanted ids before joining."""
+        rt = self.runtime
+        sub = rt[np.isin(rt["correlationId"].to_numpy(), np.unique(corrs))]
+        calls = pd.DataFrame(
+            {
+                "pid": pid_of(sub["globalTid"]),
+                "corr": sub["correlationId"].to_numpy(),
+                "tid": sub["globalTid"].to_numpy(),
+                "nameId": sub["nameId"].to_numpy(),
+            }
+        ).drop_duplicates(["pid", "corr"])
+        wanted = pd.DataFrame({"pid": np.asarray(pids), "corr": np.asarray(corrs)})
+        return wanted.merge(calls, on=["pid", "corr"], how="left")[["tid", "nameId"]]
+
     def name_of(self, string_id: int) -> str:
         return self.trace.strings.get(int(string_id), "<unknown>")
 
@@ -136,3 +153,13 @@ class Events:
         pid = (int(global_tid) >> 24) & 0xFFFFFF
         name = self.thread_names.get(int(global_tid))
         return f"{name} ({pid}/{tid})" if name else f"thread {pid}/{tid}"
+
+
+def _on_device(df: pd.DataFrame, device_id: int) -> dict[str, np.ndarray]:
+    """The ``start``, ``end`` and ``copyKind`` arrays of one device's rows (no copy when every
+    row is on that device, as in a one-GPU trace)."""
+    on = df["deviceId"].to_numpy() == device_id
+    cols = [c for c in ("start", "end", "copyKind") if c in df]
+    if on.all():
+        return {c: df[c].to_numpy() for c in cols}
+    return {c: df[c].to_numpy()[on] for c in cols}

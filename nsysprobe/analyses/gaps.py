@@ -227,6 +227,9 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
             cause_ns[key] = cause_ns.get(key, 0) + int(ns)
         longest = np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED]
         pids = events.device_pids.get(dev, set())
+        nvtx = _OverlapIndex(events, events.nvtx, pids, "name")
+        osrt = _OverlapIndex(events, events.osrt, pids, "nameId")
+        api = _OverlapIndex(events, events.runtime, pids, "nameId")
         for k in longest:
             detailed.append(
                 Gap(
@@ -236,9 +239,9 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
                     duration_ns=int(dur[k]),
                     state=str(states[k]),
                     innermost_range=None if pd.isna(innermost[k]) else str(innermost[k]),
-                    nvtx=_overlaps(events, events.nvtx, pids, g_s[k], g_e[k], "name"),
-                    osrt=_overlaps(events, events.osrt, pids, g_s[k], g_e[k], "nameId"),
-                    cuda_api=_overlaps(events, events.runtime, pids, g_s[k], g_e[k], "nameId"),
+                    nvtx=nvtx.overlaps(g_s[k], g_e[k]),
+                    osrt=osrt.overlaps(g_s[k], g_e[k]),
+                    cuda_api=api.overlaps(g_s[k], g_e[k]),
                 )
             )
     total_gap = sum(d.gap_ns for d in devices)
@@ -286,29 +289,17 @@ def _waited_on_threads(events: Events, dev: int, gap_ends: np.ndarray) -> np.nda
     """Per gap, the CPU thread the GPU waited on: the one whose API call issued the operation
     that ended the gap (joined on process and correlation id). Falls back to the process's
     busiest CUDA thread, then -1."""
-    ops = pd.concat(
-        [
-            df.loc[df["deviceId"].to_numpy() == dev, ["start", "correlationId", "globalPid"]]
-            for df in (events.kernels, events.memcpy, events.memset)
-        ]
-    ).sort_values("start", kind="stable")
-    pos = np.searchsorted(ops["start"].to_numpy(), gap_ends, side="left")
-    pos = np.minimum(pos, len(ops) - 1)
-    first = ops.iloc[pos]
-    rt = events.runtime
-    calls = pd.DataFrame(
-        {
-            "pid": pid_of(rt["globalTid"]),
-            "corr": rt["correlationId"].to_numpy(),
-            "tid": rt["globalTid"].to_numpy(),
-        }
-    ).drop_duplicates(["pid", "corr"])
-    wanted = pd.DataFrame(
-        {"pid": pid_of(first["globalPid"]), "corr": first["correlationId"].to_numpy()}
-    )
-    tids = wanted.merge(calls, on=["pid", "corr"], how="left")["tid"]
-    fallback = wanted["pid"].map(events.launch_threads)
-    return tids.fillna(fallback).fillna(-1).astype(np.int64).to_numpy()
+    # A gap ends where a busy interval starts, which is the start of some operation.
+    ops = []
+    for df in (events.kernels, events.memcpy, events.memset):
+        hit = (df["deviceId"].to_numpy() == dev) & np.isin(df["start"].to_numpy(), gap_ends)
+        ops.append(df.loc[hit, ["start", "correlationId", "globalPid"]])
+    first = pd.concat(ops).sort_values("start", kind="stable").drop_duplicates("start")
+    first = first.set_index("start").reindex(gap_ends)
+    pids = pid_of(first["globalPid"].fillna(-1).astype(np.int64))
+    calls = events.issuing_calls(pids, first["correlationId"].fillna(-1).astype(np.int64))
+    fallback = pd.Series(pids).map(events.launch_threads)
+    return calls["tid"].fillna(fallback).fillna(-1).astype(np.int64).to_numpy()
 
 
 def _on_thread(df: pd.DataFrame, thread: int | None) -> pd.DataFrame:
@@ -373,25 +364,40 @@ def _per_gap(u: iv.Intervals, g_s: np.ndarray, g_e: np.ndarray, n: int) -> np.nd
     return np.bincount(g_idx, weights=ov, minlength=n).astype(np.int64)
 
 
-def _overlaps(
-    events: Events, df: pd.DataFrame, pids: set[int], start: int, end: int, name_col: str
-) -> tuple[Overlap, ...]:
-    if not len(df):
-        return ()
-    mine = df[np.isin(pid_of(df["globalTid"]), list(pids))] if pids else df
-    hit = mine[(mine["start"].to_numpy() < end) & (mine["end"].to_numpy() > start)]
-    if not len(hit):
-        return ()
-    ov = np.minimum(hit["end"].to_numpy(), end) - np.maximum(hit["start"].to_numpy(), start)
-    names = hit[name_col] if name_col == "name" else hit[name_col].map(events.name_of)
-    if name_col == "nameId":
-        names = names.map(api_name)
-    table = pd.DataFrame({"name": names.to_numpy(), "tid": hit["globalTid"].to_numpy(), "ov": ov})
-    grouped = table.groupby(["name", "tid"], sort=False)["ov"].sum().sort_values(ascending=False)
-    return tuple(
-        Overlap(name=str(name), thread=events.thread_label(tid), overlap_ns=int(ns))
-        for (name, tid), ns in grouped.head(OVERLAPS_LISTED).items()
-    )
+class _OverlapIndex:
+    """One table's calls in the device's processes, sorted by start, so each of the longest
+    gaps scans only the calls that can reach it."""
+
+    def __init__(self, events: Events, df: pd.DataFrame, pids: set[int], name_col: str):
+        mine = df[np.isin(pid_of(df["globalTid"]), list(pids))] if pids and len(df) else df
+        mine = mine.sort_values("start", kind="stable")
+        self.events = events
+        self.start = mine["start"].to_numpy()
+        self.end = mine["end"].to_numpy()
+        self.tid = mine["globalTid"].to_numpy()
+        self.name = mine[name_col].to_numpy()
+        self.by_id = name_col == "nameId"
+        self.longest = int((self.end - self.start).max()) if len(mine) else 0
+
+    def overlaps(self, start: int, end: int) -> tuple[Overlap, ...]:
+        lo = np.searchsorted(self.start, start - self.longest, side="left")
+        hi = np.searchsorted(self.start, end, side="left")
+        s, e = self.start[lo:hi], self.end[lo:hi]
+        hit = np.flatnonzero(e > start)
+        if not hit.size:
+            return ()
+        ov = np.minimum(e[hit], end) - np.maximum(s[hit], start)
+        names = self.name[lo:hi][hit]
+        if self.by_id:
+            names = [api_name(self.events.name_of(i)) for i in names]
+        table = pd.DataFrame({"name": names, "tid": self.tid[lo:hi][hit], "ov": ov})
+        grouped = table.groupby(["name", "tid"], sort=False)["ov"].sum()
+        return tuple(
+            Overlap(name=str(name), thread=self.events.thread_label(tid), overlap_ns=int(ns))
+            for (name, tid), ns in grouped.sort_values(ascending=False)
+            .head(OVERLAPS_LISTED)
+            .items()
+        )
 
 
 def _shares(ns_by_label: dict[str, int], total: int) -> tuple[IdleShare, ...]:

@@ -143,20 +143,12 @@ def analyze_transfers(events: Events) -> TransfersResult:
 
 def _issuing_api(events: Events) -> pd.Series:
     """Name of the API call that issued each copy, joined on (process, correlation id)."""
-    mc, rt = events.memcpy, events.runtime
-    if not len(mc) or not len(rt):
+    mc = events.memcpy
+    if not len(mc) or not len(events.runtime):
         return pd.Series([None] * len(mc), dtype=object)
-    left = pd.DataFrame({"pid": pid_of(mc["globalPid"]), "corr": mc["correlationId"].to_numpy()})
-    right = pd.DataFrame(
-        {
-            "pid": pid_of(rt["globalTid"]),
-            "corr": rt["correlationId"].to_numpy(),
-            "nameId": rt["nameId"].to_numpy(),
-        }
-    ).drop_duplicates(["pid", "corr"])
-    joined = left.merge(right, on=["pid", "corr"], how="left")
-    names = {i: api_name(events.name_of(i)) for i in joined["nameId"].dropna().unique()}
-    return joined["nameId"].map(names).astype(object).where(joined["nameId"].notna(), None)
+    calls = events.issuing_calls(pid_of(mc["globalPid"]), mc["correlationId"].to_numpy())
+    names = {i: api_name(events.name_of(i)) for i in calls["nameId"].dropna().unique()}
+    return calls["nameId"].map(names).astype(object).where(calls["nameId"].notna(), None)
 
 
 def _is_sync_api(api: object) -> bool:

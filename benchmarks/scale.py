@@ -1,0 +1,430 @@
+"""How ``nsysprobe analyze`` scales: build large exports from a real one and time the analysis.
+
+For each size (GPU operations: kernels + memcpy + memset) the source export is replicated
+whole: every event table (``CUPTI_ACTIVITY_KIND_*``, ``NVTX_EVENTS``, ``OSRT_API``,
+``PROFILER_OVERHEAD``) is copied the same number of times, each copy shifted in time by the
+source's span (so copies follow one another without overlapping) and with its
+``correlationId`` offset (so GPU work still joins one API call per process). Every other
+table, ``StringIds`` included, is copied once, unchanged; the schema is the source's own
+``CREATE`` statements. The copying is done by SQLite (``INSERT INTO t SELECT ...``).
+
+Each export is then analyzed by ``nsysprobe analyze PATH --format json`` in a fresh process,
+whose wall time and peak resident memory are recorded.
+
+``--osrt-factor F`` thins ``OSRT_API``: each copy carries 1/k of the source's rows (k = 1/F,
+a different 1/k in each of k consecutive copies, so every source row still occurs). The
+output says so whenever it is used.
+
+    .venv/bin/python benchmarks/scale.py --sizes 1e5,1e6,1e7
+    .venv/bin/python benchmarks/scale.py --source sample_traces/run.sqlite --json
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SOURCE = Path("sample_traces") / "h200_pinned.sqlite"
+GPU_OP_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
+EVENT_TABLES = ("NVTX_EVENTS", "OSRT_API", "PROFILER_OVERHEAD")
+TIME_COLUMNS = ("start", "end", "timestamp")
+OSRT = "OSRT_API"
+
+
+def is_event_table(name: str) -> bool:
+    return name.startswith("CUPTI_ACTIVITY_KIND_") or name in EVENT_TABLES
+
+
+def quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Source:
+    path: Path
+    tables: dict[str, list[str]]  # table -> its columns, in order
+    counts: dict[str, int]
+    span_ns: int  # first event start to last event end, over every event table
+    correlation_stride: int  # above every correlationId in the source
+
+    @property
+    def event_tables(self) -> list[str]:
+        return [t for t in self.tables if is_event_table(t)]
+
+    @property
+    def gpu_ops(self) -> int:
+        return sum(self.counts.get(t, 0) for t in GPU_OP_TABLES)
+
+
+def inspect_source(path: Path) -> Source:
+    db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        names = [
+            n
+            for (n,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+            )
+        ]
+        tables = {n: [r[1] for r in db.execute(f"PRAGMA table_info({quoted(n)})")] for n in names}
+        counts = {n: db.execute(f"SELECT count(*) FROM {quoted(n)}").fetchone()[0] for n in names}
+        lo, hi, corr = None, None, 0
+        for t, cols in tables.items():
+            if not is_event_table(t) or not counts[t]:
+                continue
+            for c in (c for c in TIME_COLUMNS if c in cols):
+                sql = f"SELECT min({quoted(c)}), max({quoted(c)}) FROM {quoted(t)}"
+                a, b = db.execute(sql).fetchone()
+                if a is not None:
+                    lo = a if lo is None else min(lo, a)
+                    hi = b if hi is None else max(hi, b)
+            if "correlationId" in cols:
+                (m,) = db.execute(f"SELECT max(correlationId) FROM {quoted(t)}").fetchone()
+                corr = max(corr, m or 0)
+    finally:
+        db.close()
+    if lo is None:
+        raise click.ClickException(f"{path}: no timed events to replicate")
+    return Source(path, tables, counts, hi - lo + 1, corr + 1)
+
+
+@dataclass(frozen=True)
+class Built:
+    path: Path
+    copies: int
+    gpu_ops: int
+    rows: dict[str, int]  # event table -> rows written
+    osrt_keep_every: int  # 1: OSRT_API copied whole; k: 1/k of it per copy
+    build_s: float
+    size_bytes: int
+
+
+def copies_for(source: Source, target_ops: int) -> int:
+    return max(1, math.ceil(target_ops / source.gpu_ops))
+
+
+def build(source: Source, dest: Path, target_ops: int, osrt_keep_every: int = 1) -> Built:
+    """Write ``dest``: the source with its event tables replicated to about ``target_ops``
+    GPU operations (whole copies, so slightly more)."""
+    copies = copies_for(source, target_ops)
+    t0 = time.perf_counter()
+    dest.unlink(missing_ok=True)
+    db = sqlite3.connect(dest, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = OFF")
+        db.execute("PRAGMA synchronous = OFF")
+        db.execute("ATTACH DATABASE ? AS src", (source.path.resolve().as_uri() + "?mode=ro",))
+        schema = db.execute(
+            "SELECT type, name, sql FROM src.sqlite_master "
+            "WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+        ).fetchall()
+        db.execute("BEGIN")
+        for kind, _, sql in schema:
+            if kind == "table":
+                db.execute(sql)
+        rows: dict[str, int] = {}
+        for table, cols in source.tables.items():
+            names = ", ".join(quoted(c) for c in cols)
+            if not is_event_table(table):
+                db.execute(
+                    f"INSERT INTO main.{quoted(table)} SELECT {names} FROM src.{quoted(table)}"
+                )
+                continue
+            thin = table == OSRT and osrt_keep_every > 1
+            for copy in range(copies):
+                exprs = [_shifted(c, copy, source) for c in cols]
+                where = f" WHERE (rowid + {copy}) % {osrt_keep_every} = 0" if thin else ""
+                db.execute(
+                    f"INSERT INTO main.{quoted(table)} ({names}) "
+                    f"SELECT {', '.join(exprs)} FROM src.{quoted(table)}{where}"
+                )
+            rows[table] = db.execute(f"SELECT count(*) FROM main.{quoted(table)}").fetchone()[0]
+        if "ANALYSIS_DETAILS" in source.tables:
+            # The capture window grows with the copies, as a longer capture's would.
+            extra = (copies - 1) * source.span_ns
+            db.execute(
+                "UPDATE main.ANALYSIS_DETAILS SET duration = duration + ?, stopTime = stopTime + ?",
+                (extra, extra),
+            )
+        for kind, _, sql in schema:
+            if kind != "table":
+                db.execute(sql)
+        db.execute("COMMIT")
+        db.execute("DETACH DATABASE src")
+    finally:
+        db.close()
+    return Built(
+        path=dest,
+        copies=copies,
+        gpu_ops=sum(rows.get(t, 0) for t in GPU_OP_TABLES),
+        rows=rows,
+        osrt_keep_every=osrt_keep_every,
+        build_s=time.perf_counter() - t0,
+        size_bytes=dest.stat().st_size,
+    )
+
+
+def _shifted(col: str, copy: int, source: Source) -> str:
+    if col in TIME_COLUMNS:
+        return f"{quoted(col)} + {copy * source.span_ns}"
+    if col == "correlationId":
+        return f"{quoted(col)} + {copy * source.correlation_stride}"
+    return quoted(col)
+
+
+@dataclass(frozen=True)
+class Timing:
+    wall_s: float
+    peak_rss_bytes: int
+    reported_gpu_ops: int  # kernel + memcpy + memset counts in the JSON, as a check
+    verdict: str | None
+
+
+def time_analyze(path: Path, out: Path) -> Timing:
+    """Run ``nsysprobe analyze PATH --format json`` in a fresh process: wall time, peak RSS."""
+    cmd = [sys.executable, "-m", "nsysprobe", "analyze", str(path), "--format", "json"]
+    with out.open("wb") as stdout:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+        # wait4 gives this child's own rusage (RUSAGE_CHILDREN would keep the largest so far).
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode:
+        raise click.ClickException(f"analyze {path} exited {proc.returncode}: {err.strip()}")
+    report = json.loads(out.read_text())
+    ops = sum(d["kernel_count"] + d["memcpy_count"] + d["memset_count"] for d in report["devices"])
+    recs = report.get("recommendations") or []
+    # ru_maxrss is in KiB on Linux.
+    return Timing(wall, usage.ru_maxrss * 1024, ops, recs[0]["id"] if recs else None)
+
+
+def machine() -> dict[str, object]:
+    cpu = "unknown"
+    mem_kib = 0
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(mem_kib / 2**20, 1),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "nsysprobe_commit": _git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "nsysprobe")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+local changes" if dirty else "")
+
+
+@dataclass
+class Result:
+    target_ops: int
+    built: Built
+    timing: Timing
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        built = asdict(self.built)
+        built["path"] = self.built.path.name
+        return {
+            "target_gpu_ops": self.target_ops,
+            **built,
+            **asdict(self.timing),
+            "s_per_million_gpu_ops": self.timing.wall_s / self.built.gpu_ops * 1e6,
+            "mib_per_million_gpu_ops": self.timing.peak_rss_bytes
+            / 2**20
+            / self.built.gpu_ops
+            * 1e6,
+        }
+
+
+def markdown(source: Source, results: list[Result], info: dict[str, object]) -> str:
+    lines = [
+        f"Source: `{source.path.name}` ({source.gpu_ops:,} GPU ops, "
+        f"{source.counts.get(OSRT, 0):,} OSRT rows, span {source.span_ns / 1e9:.2f} s), "
+        "replicated whole.",
+        "",
+        "| GPU ops | copies | OSRT rows | all event rows | file | build | analyze wall "
+        "| peak RSS | s / M ops | MiB / M ops |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        b, t = r.built, r.timing
+        osrt = f"{b.rows.get(OSRT, 0):,}" + (
+            f" (1/{b.osrt_keep_every})" if b.osrt_keep_every > 1 else ""
+        )
+        lines.append(
+            f"| {b.gpu_ops:,} | {b.copies} | {osrt} | {sum(b.rows.values()):,} "
+            f"| {b.size_bytes / 2**30:.2f} GiB | {b.build_s:.1f} s | {t.wall_s:.1f} s "
+            f"| {t.peak_rss_bytes / 2**20:,.0f} MiB | {t.wall_s / b.gpu_ops * 1e6:.2f} "
+            f"| {t.peak_rss_bytes / 2**20 / b.gpu_ops * 1e6:,.0f} |"
+        )
+    lines.append("")
+    thinned = [r for r in results if r.built.osrt_keep_every > 1]
+    if thinned:
+        k = thinned[0].built.osrt_keep_every
+        sizes = ", ".join(f"{r.built.gpu_ops:,}" for r in thinned)
+        lines.append(
+            f"**OSRT_API thinned** at {sizes} GPU ops (`--osrt-factor {1 / k:g}`): each copy "
+            f"carries 1/{k} of the source's OS-runtime rows; all other event tables, and "
+            "every table at the other sizes, are copied whole."
+        )
+        lines.append("")
+    lines.append(
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, "
+        f"{info['os']}, Python {info['python']}; nsysprobe {info['nsysprobe_commit']}; "
+        f"{info['date']}. Wall time and peak RSS of `nsysprobe analyze PATH --format json` "
+        "in a fresh process."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(float(s)) for s in text.split(",") if s.strip()]
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r}: give numbers such as 1e5,1e6,1e7") from exc
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{text!r}: give positive numbers such as 1e5,1e6,1e7")
+    return sizes
+
+
+@click.command()
+@click.option("--sizes", default="1e5,1e6,1e7", show_default=True, help="GPU ops per export.")
+@click.option(
+    "--source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help=f"The export to replicate [default: {DEFAULT_SOURCE} from the repository root].",
+)
+@click.option(
+    "--osrt-factor",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Share of OSRT_API rows each copy carries (1/k); 1 copies it whole.",
+)
+@click.option(
+    "--osrt-factor-from",
+    type=float,
+    default=None,
+    help="Apply --osrt-factor only to sizes of at least this many GPU ops.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to build the exports [default: a temporary folder].",
+)
+@click.option("--keep", is_flag=True, help="Keep the built exports.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+def main(
+    sizes: str,
+    source: Path | None,
+    osrt_factor: float,
+    osrt_factor_from: float | None,
+    workdir: Path | None,
+    keep: bool,
+    as_json: bool,
+) -> None:
+    """Build exports of SIZES GPU ops from a real one and time `nsysprobe analyze` on each."""
+    targets = parse_sizes(sizes)
+    src = inspect_source(source or ROOT / DEFAULT_SOURCE)
+    if not src.gpu_ops:
+        raise click.ClickException(f"{src.path}: no kernels, memcpy or memset to replicate")
+    keep_every = round(1 / osrt_factor)
+    if abs(keep_every * osrt_factor - 1) > 1e-6:
+        raise click.BadParameter(f"{osrt_factor}: give 1/k, such as 0.5 or 0.1", "--osrt-factor")
+    if workdir:
+        workdir.mkdir(parents=True, exist_ok=True)
+        folder = workdir
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="nsysprobe-scale-"))
+    results = []
+    try:
+        for target in targets:
+            thin = keep_every if osrt_factor_from is None or target >= osrt_factor_from else 1
+            dest = folder / f"scale_{target:.0e}.sqlite".replace("+", "")
+            click.echo(f"building {dest.name} ...", err=True)
+            built = build(src, dest, target, thin)
+            click.echo(
+                f"  {built.gpu_ops:,} GPU ops, {sum(built.rows.values()):,} event rows, "
+                f"{built.size_bytes / 2**30:.2f} GiB in {built.build_s:.1f} s; analyzing ...",
+                err=True,
+            )
+            timing = time_analyze(dest, folder / (dest.stem + ".json"))
+            if timing.reported_gpu_ops != built.gpu_ops:
+                raise click.ClickException(
+                    f"{dest.name}: the report counts {timing.reported_gpu_ops:,} GPU ops, "
+                    f"the export holds {built.gpu_ops:,}"
+                )
+            click.echo(
+                f"  {timing.wall_s:.1f} s, peak {timing.peak_rss_bytes / 2**20:,.0f} MiB", err=True
+            )
+            results.append(Result(target, built, timing))
+            if not keep:
+                dest.unlink()
+                (folder / (dest.stem + ".json")).unlink()
+    finally:
+        if not keep and not workdir:
+            shutil.rmtree(folder, ignore_errors=True)
+    info = machine()
+    if as_json:
+        payload = {
+            "source": {
+                "name": src.path.name,
+                "gpu_ops": src.gpu_ops,
+                "rows": {t: src.counts[t] for t in src.event_tables},
+                "span_ns": src.span_ns,
+            },
+            "machine": info,
+            "osrt_factor": osrt_factor,
+            "osrt_factor_from_gpu_ops": osrt_factor_from,
+            "results": [r.as_dict() for r in results],
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(markdown(src, results, info), nl=False)
+
+
+if __name__ == "__main__":
+    main()
