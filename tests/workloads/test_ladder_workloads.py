@@ -144,6 +144,13 @@ def test_worker_rungs_default_to_the_machines_cores_and_baseline_to_none(ladder)
     assert ladder.parse_args("multiworker", ["--workers", "3"]).workers == 3
 
 
+def test_cpu_shrinks_the_defaults_and_options_still_win(ladder):
+    cpu = ladder.parse_args("baseline", ["--device", "cpu"])
+    assert (cpu.steps, cpu.warmup, cpu.batch_size, cpu.image_size) == (5, 2, 16, 128)
+    mine = ladder.parse_args("baseline", ["--device", "cpu", "--steps", "7", "--image-size", "64"])
+    assert (mine.steps, mine.warmup, mine.image_size) == (7, 2, 64)
+
+
 def test_zero_steps_is_refused(ladder):
     with pytest.raises(SystemExit):
         ladder.parse_args("baseline", ["--steps", "0"])
