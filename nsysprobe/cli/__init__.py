@@ -61,5 +61,9 @@ def _register() -> None:
     main.add_command(_compare.compare)
     main.add_command(_history.history)
 
+    from nsysprobe.cli import ladder as _ladder
+
+    main.add_command(_ladder.ladder)
+
 
 _register()

@@ -1,0 +1,106 @@
+"""``nsysprobe ladder``: parse options, call nsysprobe.ladder, print the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from nsysprobe.ladder import RUNGS, WorkloadOptions, check_ladder, run_ladder, select_rungs
+from nsysprobe.render.ladder import RENDERERS, render_ladder
+
+
+def _say(line: str) -> None:
+    click.echo(f"nsysprobe: {line}", err=True)
+
+
+@click.command()
+@click.option(
+    "--rungs",
+    metavar="A,B,...",
+    help=f"Rungs to run, in any order; the table keeps the ladder's [default: {', '.join(RUNGS)}].",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Plain and profiled runs per rung; steps/s are medians over them.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="New or empty folder for the runs, ladder.json and ladder.md "
+    "[default: nsysprobe-runs/ladder-<time>].",
+)
+@click.option("--steps", type=click.IntRange(min=1), help="Measured steps per run.")
+@click.option("--warmup", type=click.IntRange(min=0), help="Unmeasured steps first.")
+@click.option(
+    "--workers", type=click.IntRange(min=0), help="Loader workers of the rungs that use them."
+)
+@click.option("--batch-size", type=click.IntRange(min=1), help="Images per step.")
+@click.option("--image-size", type=click.IntRange(min=1), help="Image side in px.")
+@click.option("--device", help="auto, cpu or cuda:N [default: the workloads' auto].")
+@click.option("--nsys", "nsys_path", metavar="PATH", help="The nsys executable to use.")
+@click.option(
+    "--workloads",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder with the rungs' scripts [default: the repository's workloads/].",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(RENDERERS)),
+    default="text",
+    show_default=True,
+    help="text for people, markdown for issues and PRs, json for scripts.",
+)
+def ladder(
+    rungs: str | None,
+    repeats: int,
+    output: Path | None,
+    steps: int | None,
+    warmup: int | None,
+    workers: int | None,
+    batch_size: int | None,
+    image_size: int | None,
+    device: str | None,
+    nsys_path: str | None,
+    workloads: Path | None,
+    fmt: str,
+) -> None:
+    """Run the optimization ladder with and without nsys, and check each rung's diagnosis.
+
+    Each rung runs plain and then under nsys, --repeats times, taking turns so that drift
+    on the machine hits both. The table gives steps/s, speed-up over the baseline, share
+    of the cached ceiling, GPU busy, profiled/plain steps/s and nsysprobe's top
+    recommendation, which should name the next rung (gpu_bound at the top).
+
+    Exits 1, with the table written, when a workload fails or a diagnosis is not the
+    expected one; without GPU activity (a CPU-only machine) the diagnosis is not checked.
+
+    \b
+    Examples:
+      nsysprobe ladder --output ladder-h200 --steps 20 --warmup 5 --workers 8
+      nsysprobe ladder --rungs baseline,cached --device cpu --image-size 32 --steps 2
+    """
+    result = run_ladder(
+        select_rungs(rungs.split(",") if rungs is not None else None),
+        WorkloadOptions(
+            steps=steps,
+            warmup=warmup,
+            workers=workers,
+            batch_size=batch_size,
+            image_size=image_size,
+            device=device,
+        ),
+        repeats=repeats,
+        output=output,
+        nsys=nsys_path,
+        workloads=workloads,
+        progress=_say,
+    )
+    click.echo(render_ladder(result, fmt), nl=False)
+    _say(f"runs, ladder.json and ladder.md in {result.folder}")
+    check_ladder(result)

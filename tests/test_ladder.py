@@ -1,0 +1,376 @@
+"""``nsysprobe ladder``: the table built from runs, and the real command under the real nsys.
+
+The real ladder runs two rungs with tiny images on the CPU. Without a GPU there is nothing to
+diagnose, so the rungs' recommendations are reported as not checked rather than failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsysprobe.capture.locate import find_nsys
+from nsysprobe.cli import main
+from nsysprobe.errors import InputError, NsysNotFound
+from nsysprobe.ladder import (
+    EXPECTED,
+    RUNGS,
+    LadderFailed,
+    RunResult,
+    WorkloadOptions,
+    build_ladder,
+    check_ladder,
+    select_rungs,
+)
+from nsysprobe.render.ladder import HEADER, ladder_dict, render_ladder
+
+TINY = ["--device", "cpu", "--image-size", "32", "--batch-size", "4", "--steps", "2"]
+PRINTED = re.compile(r"^steps_per_s=(\d+\.\d+)$", re.MULTILINE)
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def plain(rung: str, repeat: int, rate: float) -> RunResult:
+    return RunResult(rung, repeat, False, f"{rung}/plain-{repeat}.log", rate)
+
+
+def profiled(
+    rung: str, repeat: int, rate: float, rec: str | None, busy: float = 0.5, gpu: bool = True
+) -> RunResult:
+    return RunResult(
+        rung,
+        repeat,
+        True,
+        f"{rung}/profiled-{repeat}/nsys.log",
+        rate,
+        folder=f"{rung}/profiled-{repeat}",
+        gpu_activity=gpu,
+        gpu_busy_ratio=busy if gpu else None,
+        top_recommendation=rec,
+    )
+
+
+# Plain steps/s per repeat, about what the H200 measured; profiled runs are 5 % slower.
+H200 = {
+    "baseline": (2.5, 2.3),
+    "multiworker": (9.8, 10.0),
+    "pinned": (15.5, 15.7),
+    "streams": (16.5, 16.5),
+    "prefetch": (16.6, 16.4),
+    "cached": (16.6, 16.8),
+}
+
+
+def h200_runs(recommend=EXPECTED.get) -> list[RunResult]:
+    runs = []
+    for repeat in (1, 2):
+        for rung in RUNGS:
+            rate = H200[rung][repeat - 1]
+            runs += [
+                plain(rung, repeat, rate),
+                profiled(rung, repeat, rate * 0.95, recommend(rung), busy=rate / 17),
+            ]
+    return runs
+
+
+def test_the_table_from_two_repeats_of_every_rung():
+    ladder = build_ladder(h200_runs(), RUNGS, repeats=2)
+    rows = {row.rung: row for row in ladder.rows}
+    assert [row.rung for row in ladder.rows] == list(RUNGS)
+    assert rows["baseline"].steps_per_s == pytest.approx(2.4)
+    assert rows["baseline"].profiled_steps_per_s == pytest.approx(2.28)
+    assert rows["baseline"].profiled_over_plain == pytest.approx(0.95)
+    assert rows["baseline"].speedup == pytest.approx(1.0)
+    assert rows["multiworker"].speedup == pytest.approx(9.9 / 2.4)
+    assert rows["prefetch"].share_of_ceiling == pytest.approx(16.5 / 16.7)
+    assert rows["cached"].share_of_ceiling == pytest.approx(1.0)
+    assert rows["pinned"].gpu_busy_ratio == pytest.approx(15.6 / 17)
+    assert {rung: row.top_recommendation for rung, row in rows.items()} == EXPECTED
+    assert {row.check for row in ladder.rows} == {"expected"}
+    assert ladder.problems == ()
+    check_ladder(ladder)
+
+
+def test_expected_next_rung():
+    assert EXPECTED == {
+        "baseline": "multiprocess_loading",
+        "multiworker": "pinned_memory",
+        "pinned": "stream_pipelining",
+        "streams": "gpu_bound",
+        "prefetch": "gpu_bound",
+        "cached": "gpu_bound",
+    }
+
+
+def test_an_unexpected_recommendation_is_a_problem_naming_the_analysis():
+    runs = h200_runs()
+    # The second profiled run of pinned says gpu_bound instead of stream_pipelining.
+    index = runs.index(profiled("pinned", 2, 15.7 * 0.95, "stream_pipelining", busy=15.7 / 17))
+    runs[index] = profiled("pinned", 2, 15.7 * 0.95, "gpu_bound", busy=15.7 / 17)
+    ladder = build_ladder(runs, RUNGS, repeats=2, folder=Path("out"))
+    pinned = ladder.rows[RUNGS.index("pinned")]
+    assert pinned.check == "unexpected"
+    assert pinned.recommendations == ("stream_pipelining", "gpu_bound")
+    message = (
+        "rung pinned: top recommendation gpu_bound, expected stream_pipelining (profiled run 2); "
+        f"see {Path('out/pinned/profiled-2/analysis.json')}"
+    )
+    assert ladder.problems == (message,)
+    with pytest.raises(LadderFailed, match=re.escape(message)) as raised:
+        check_ladder(ladder)
+    assert raised.value.exit_code == 1
+    # The header and its rule come first.
+    line = render_ladder(ladder).splitlines()[2 + RUNGS.index("pinned")]
+    assert line.split()[-4:] == ["runs)", "no:", "expected", "stream_pipelining"]
+    assert "stream_pipelining (1 of 2 runs)" in line
+
+
+def test_without_gpu_activity_the_recommendation_is_not_checked():
+    runs = [
+        plain("baseline", 1, 1.1),
+        profiled("baseline", 1, 0.9, "capture_incomplete", gpu=False),
+    ]
+    ladder = build_ladder(runs, ("baseline",))
+    (row,) = ladder.rows
+    assert row.check == "no_gpu"
+    assert row.gpu_busy_ratio is None
+    assert ladder.problems == ()
+    check_ladder(ladder)
+    assert render_ladder(ladder).splitlines()[2].endswith("capture_incomplete  not checked: no GPU")
+
+
+def test_a_failed_run_fails_its_rung_only():
+    failed = RunResult("baseline", 1, False, "baseline/plain-1.log", None, error="boom")
+    runs = [failed, plain("cached", 1, 6.0), profiled("cached", 1, 5.0, "gpu_bound")]
+    ladder = build_ladder(runs, ("baseline", "cached"), folder=Path("out"))
+    baseline, cached = ladder.rows
+    assert (baseline.check, baseline.steps_per_s, baseline.speedup) == ("failed", None, None)
+    assert (cached.check, cached.speedup, cached.share_of_ceiling) == ("expected", None, 1.0)
+    assert ladder.problems == (
+        f"rung baseline: plain run 1 failed: boom; see {Path('out/baseline/plain-1.log')}",
+    )
+
+
+def test_json_schema():
+    ladder = build_ladder(
+        h200_runs(), RUNGS, repeats=2, options=WorkloadOptions(steps=20, warmup=5, workers=8)
+    )
+    data = json.loads(render_ladder(ladder, "json"))
+    assert data == ladder_dict(ladder)
+    assert list(data) == [
+        "schema_version",
+        "repeats",
+        "nsys_version",
+        "workload_options",
+        "rows",
+        "runs",
+        "problems",
+    ]
+    assert data["schema_version"] == 1
+    assert data["workload_options"]["workers"] == 8
+    assert set(data["rows"][0]) == {
+        "rung",
+        "steps_per_s",
+        "profiled_steps_per_s",
+        "speedup",
+        "share_of_ceiling",
+        "gpu_busy_ratio",
+        "profiled_over_plain",
+        "top_recommendation",
+        "recommendations",
+        "expected_recommendation",
+        "check",
+    }
+    assert len(data["runs"]) == 24
+    assert data["runs"][1]["mode"] == "profiled"
+    assert data["runs"][1]["folder"] == "baseline/profiled-1"
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_renderers_on_an_empty_ladder(fmt):
+    text = render_ladder(build_ladder([], ()), fmt)
+    assert text.endswith("\n")
+    if fmt == "json":
+        assert json.loads(text)["rows"] == []
+    else:
+        assert "rung" in text.splitlines()[0]
+
+
+def test_rungs_keep_ladder_order_and_workers_go_to_worker_rungs_only():
+    assert select_rungs(["cached", " baseline", "cached"]) == ("baseline", "cached")
+    with pytest.raises(InputError, match="unknown rung fast; choose from baseline, multiworker"):
+        select_rungs(["baseline", "fast"])
+    options = WorkloadOptions(steps=3, workers=2, device="cpu")
+    assert options.args("pinned") == ["--steps", "3", "--device", "cpu", "--workers", "2"]
+    assert options.args("cached") == ["--steps", "3", "--device", "cpu"]
+
+
+def test_cli_rejects_an_unknown_rung_and_a_used_folder(tmp_path):
+    result = invoke("ladder", "--rungs", "baseline,turbo", "--output", tmp_path / "new")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "nsysprobe: error: --rungs: unknown rung turbo; choose from baseline, multiworker, "
+        "pinned, streams, prefetch, cached\n"
+    )
+    (tmp_path / "used" / "baseline").mkdir(parents=True)
+    result = invoke("ladder", "--rungs", "baseline", "--output", tmp_path / "used")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"nsysprobe: error: --output {tmp_path / 'used'} is not empty; pass a new or empty "
+        "folder so no run is overwritten\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def nsys():
+    try:
+        return find_nsys()
+    except NsysNotFound as exc:
+        pytest.fail(f"the ladder tests need a real nsys (scripts/setup.sh installs one): {exc}")
+
+
+@pytest.fixture(scope="module")
+def real_ladder(tmp_path_factory, nsys):
+    out = tmp_path_factory.mktemp("ladder") / "out"
+    args = ["ladder", "--rungs", "cached,baseline", *TINY, "--warmup", "1", "--repeats", "1"]
+    result = invoke(*args, "--nsys", nsys.path, "--output", out)
+    return out, result
+
+
+def printed(log: Path) -> float:
+    return float(PRINTED.findall(log.read_text())[-1])
+
+
+def test_real_ladder_on_the_cpu(real_ladder):
+    out, result = real_ladder
+    assert result.exit_code == 0, result.output
+    base_plain = printed(out / "baseline" / "plain-1.log")
+    base_prof = printed(out / "baseline" / "profiled-1" / "nsys.log")
+    ceil_plain = printed(out / "cached" / "plain-1.log")
+    ceil_prof = printed(out / "cached" / "profiled-1" / "nsys.log")
+
+    data = json.loads((out / "ladder.json").read_text())
+    assert data["schema_version"] == 1
+    assert data["problems"] == []
+    baseline, cached = data["rows"]
+    assert (baseline["rung"], cached["rung"]) == ("baseline", "cached")
+    assert (baseline["steps_per_s"], baseline["profiled_steps_per_s"]) == (base_plain, base_prof)
+    assert (cached["steps_per_s"], cached["profiled_steps_per_s"]) == (ceil_plain, ceil_prof)
+    assert baseline["profiled_over_plain"] == pytest.approx(base_prof / base_plain)
+    assert cached["profiled_over_plain"] == pytest.approx(ceil_prof / ceil_plain)
+    assert cached["speedup"] == pytest.approx(ceil_plain / base_plain)
+    assert baseline["share_of_ceiling"] == pytest.approx(base_plain / ceil_plain)
+    for row in (baseline, cached):
+        assert row["top_recommendation"] == "capture_incomplete"
+        assert row["check"] == "no_gpu"
+        assert row["gpu_busy_ratio"] is None
+
+    lines = result.stdout.splitlines()
+    assert lines[0].split("  ")[0] == HEADER[0]
+    assert re.split(r"\s{2,}", lines[2]) == [
+        "baseline",
+        f"{base_plain:.2f}",
+        "1.00x",
+        f"{base_plain / ceil_plain:.1%}",
+        "-",
+        f"{base_prof / base_plain:.3f}",
+        "capture_incomplete",
+        "not checked: no GPU",
+    ]
+    assert re.split(r"\s{2,}", lines[3])[:4] == [
+        "cached",
+        f"{ceil_plain:.2f}",
+        f"{ceil_plain / base_plain:.2f}x",
+        "100.0%",
+    ]
+
+
+def test_real_ladder_writes_its_files_and_reports_progress(real_ladder):
+    out, result = real_ladder
+    assert {p.name for p in out.iterdir()} == {"ladder.json", "ladder.md", "baseline", "cached"}
+    for rung in ("baseline", "cached"):
+        assert {p.name for p in (out / rung).iterdir()} == {"plain-1.log", "profiled-1"}
+        folder = out / rung / "profiled-1"
+        assert {"report.sqlite", "analysis.json", "nsys.log"} <= {p.name for p in folder.iterdir()}
+        assert json.loads((folder / "analysis.json").read_text())["schema_version"] == 1
+    markdown = (out / "ladder.md").read_text()
+    assert markdown.startswith("| rung | steps/s | speed-up |")
+    assert "| cached |" in markdown
+    runs = json.loads((out / "ladder.json").read_text())["runs"]
+    assert [(r["rung"], r["mode"]) for r in runs] == [
+        ("baseline", "plain"),
+        ("baseline", "profiled"),
+        ("cached", "plain"),
+        ("cached", "profiled"),
+    ]
+    config = (out / "baseline" / "plain-1.log").read_text().splitlines()[0]
+    assert runs[0]["config"] == config
+    assert config.startswith("config rung=baseline device=cpu batch_size=4 workers=0")
+    progress = [line for line in result.stderr.splitlines() if line.startswith("nsysprobe: ")]
+    assert [line.split(":")[1].strip() for line in progress[:4]] == [
+        "baseline 1/1 plain",
+        "baseline 1/1 profiled",
+        "cached 1/1 plain",
+        "cached 1/1 profiled",
+    ]
+    assert progress[1].startswith(
+        "nsysprobe: baseline 1/1 profiled: "
+        f"{json.loads((out / 'ladder.json').read_text())['rows'][0]['profiled_steps_per_s']:.3f}"
+        " steps/s, top recommendation capture_incomplete ("
+    )
+    assert progress[-1] == f"nsysprobe: runs, ladder.json and ladder.md in {out}"
+
+
+def test_a_failing_workload_exits_1_naming_the_rung_and_log(tmp_path, nsys):
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    (workloads / "baseline.py").write_text(
+        "import sys\nprint('config rung=baseline')\nsys.exit(3)\n"
+    )
+    # No torch: a stand-in that is quick to run plain and under nsys.
+    (workloads / "cached.py").write_text(
+        "print('config rung=cached')\nprint('steps_per_s=4.000')\n"
+    )
+    out = tmp_path / "out"
+    result = invoke(
+        "ladder",
+        "--rungs",
+        "baseline,cached",
+        "--workloads",
+        workloads,
+        "--nsys",
+        nsys.path,
+        "--output",
+        out,
+    )
+    assert result.exit_code == 1
+    log = out / "baseline" / "plain-1.log"
+    assert result.stderr.splitlines()[-1] == (
+        f"nsysprobe: error: rung baseline: plain run 1 failed: the workload exited with code 3; "
+        f"see {log}"
+    )
+    assert log.read_text() == "config rung=baseline\n"
+    data = json.loads((out / "ladder.json").read_text())
+    assert [(row["rung"], row["check"]) for row in data["rows"]] == [
+        ("baseline", "failed"),
+        ("cached", "no_gpu"),
+    ]
+    assert data["rows"][1]["steps_per_s"] == 4.0
+    assert "not checked: run failed" in (out / "ladder.md").read_text()
+    assert not (out / "baseline" / "profiled-1").exists()
+
+
+def test_the_package_does_not_import_torch():
+    code = (
+        "import sys, nsysprobe.cli, nsysprobe.ladder, nsysprobe.render.ladder; "
+        "sys.exit('torch' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
