@@ -4,9 +4,13 @@
 >>> report = nsysprobe.analyze("run.sqlite")   # or a .nsys-rep report
 >>> report.verdict.id
 'pinned_memory'
+>>> many = nsysprobe.analyze_many("ranks/")   # one report per rank, on Dask
+>>> many.stragglers
+('rank3',)
 """
 
 from nsysprobe.errors import NsysprobeError
+from nsysprobe.many import ManyReport, analyze_many
 from nsysprobe.report import Report, analyze
 
-__all__ = ["analyze", "Report", "NsysprobeError"]
+__all__ = ["analyze", "analyze_many", "Report", "ManyReport", "NsysprobeError"]

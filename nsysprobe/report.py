@@ -72,11 +72,14 @@ def analyze(
     step_range: str | None = None,
     nsys: str | None = None,
     topology: Topology | None = None,
+    pid: int | None = None,
 ) -> Report:
     """Analyze a ``.sqlite`` export or a ``.nsys-rep``/``.qdrep`` report (exported first).
 
     ``topology`` (``nsysprobe.numa.discover()`` for this machine, ``load_recorded(dir)`` for
     another) places the threads on NUMA nodes when the capture has ``--cpuctxsw`` data.
+    ``pid`` analyzes one process of a report that holds several (one rank of a multi-GPU
+    run); see ``Events.for_process``.
     """
     path = Path(path)
     if min_gap_ms < 0:
@@ -91,6 +94,7 @@ def analyze(
             min_gap_ns=int(round(min_gap_ms * 1e6)),
             step_range=step_range,
             topology=topology,
+            pid=pid,
         )
 
 
@@ -100,8 +104,11 @@ def analyze_trace(
     min_gap_ns: int = DEFAULT_MIN_GAP_NS,
     step_range: str | None = None,
     topology: Topology | None = None,
+    pid: int | None = None,
 ) -> Report:
     events = Events.load(trace)
+    if pid is not None:
+        events = events.for_process(pid)
     skipped: list[Skipped] = []
     gpu = events.has_gpu_activity
     cuda_fix = "profile with --trace=cuda,nvtx,osrt on a machine with a CUDA GPU"

@@ -54,6 +54,26 @@ class Events:
         dropped = {k: int(v.attrs.get("dropped", 0)) for k, v in frames.items()}
         return cls(trace=trace, dropped={k: v for k, v in dropped.items() if v}, **frames)
 
+    def for_process(self, pid: int) -> Events:
+        """The events of process ``pid``: its GPU work (``globalPid``), its CUDA API calls,
+        OS-runtime calls and NVTX ranges (``globalTid``). Calls made by other processes (a
+        rank's DataLoader workers included: the export records no parent process) are left
+        out."""
+
+        def own(df: pd.DataFrame, column: str) -> pd.DataFrame:
+            return df[pid_of(df[column].to_numpy()) == pid].reset_index(drop=True)
+
+        return Events(
+            trace=self.trace,
+            kernels=own(self.kernels, "globalPid"),
+            memcpy=own(self.memcpy, "globalPid"),
+            memset=own(self.memset, "globalPid"),
+            runtime=own(self.runtime, "globalTid"),
+            osrt=own(self.osrt, "globalTid"),
+            nvtx=own(self.nvtx, "globalTid"),
+            dropped=self.dropped,
+        )
+
     @property
     def has_gpu_activity(self) -> bool:
         return bool(len(self.kernels) or len(self.memcpy) or len(self.memset))

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
-from nsysprobe.cli.outputs import analyze_with_outputs, report_outputs
+from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_outputs, report_outputs
 from nsysprobe.numa import Topology, discover, load_recorded
 from nsysprobe.render import FORMATS, render
+from nsysprobe.render.many import RENDERERS as MANY_RENDERERS
+
+
+def is_many(path: str) -> bool:
+    """A folder, or a glob that names no file, means one report per rank."""
+    p = Path(path)
+    return p.is_dir() or (not p.exists() and any(c in path for c in "*?["))
 
 
 def load_topology(where: str | None) -> Topology | None:
@@ -18,7 +27,7 @@ def load_topology(where: str | None) -> Topology | None:
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option(
     "--format",
     "fmt",
@@ -53,14 +62,29 @@ def load_topology(where: str | None) -> Topology | None:
     "for this machine, or a folder of recorded lscpu.txt / numactl-hardware.txt / "
     "nvidia-smi-topo-m.txt from the machine that was profiled.",
 )
+@click.option(
+    "--ranks",
+    is_flag=True,
+    help="Compare ranks even for one PATH: each process with GPU work is a rank.",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Dask scheduler to analyze many reports on (else Dask's scheduler-address "
+    "setting, else a local cluster with one worker process per CPU).",
+)
+@click.option("--workers", type=click.IntRange(min=1), help="Local cluster size.")
 @report_outputs
 def analyze(
-    path: str,
+    paths: tuple[str, ...],
     fmt: str,
     min_gap_ms: float,
     step_range: str | None,
     nsys: str | None,
     topology: str | None,
+    ranks: bool,
+    scheduler: str | None,
+    workers: int | None,
     **outputs,
 ):
     """Diagnose GPU starvation in PATH: a .sqlite export or a .nsys-rep/.qdrep report.
@@ -71,19 +95,36 @@ def analyze(
     during them, transfers by memory kind, copy/compute overlap, OS-runtime stalls and the
     per-step breakdown.
 
+    Several PATHs, a folder or a glob (one report per rank) give the cross-rank view
+    instead: each report analyzed on its own on Dask workers, then the ranks side by side,
+    the stragglers (per-step times slower than the other ranks') and what sets the slowest
+    ranks apart. --ranks gives that view for one report holding several processes.
+
     \b
     Examples:
       nsysprobe analyze run.nsys-rep
       nsysprobe analyze run.sqlite --format json | jq '.recommendations[0].id'
       nsysprobe analyze run.sqlite --min-gap-ms 0.5 --step-range 'Batch #'
       nsysprobe analyze run.sqlite --html run.html
+      nsysprobe analyze 'ranks/rank*.nsys-rep' --format markdown
+      nsysprobe analyze ranks/ --scheduler tcp://10.0.0.1:8786
     """
+    options = {"min_gap_ms": min_gap_ms, "step_range": step_range, "nsys": nsys}
+    if ranks or len(paths) > 1 or is_many(paths[0]):
+        many = analyze_many_with_outputs(
+            paths,
+            outputs,
+            scheduler=scheduler,
+            workers=workers,
+            topology=load_topology(topology),
+            **options,
+        )
+        click.echo(MANY_RENDERERS[fmt](many), nl=False)
+        return
     report = analyze_with_outputs(
-        path,
+        paths[0],
         outputs,
-        min_gap_ms=min_gap_ms,
-        step_range=step_range,
-        nsys=nsys,
         topology=load_topology(topology),
+        **options,
     )
     click.echo(render(report, fmt), nl=False)

@@ -1,7 +1,8 @@
 """What ``analyze`` and ``run`` write besides their report: ``--html`` and the history.
 
-``report_outputs`` adds the options; ``analyze_with_outputs`` (analyze) and ``save_outputs``
-(run, after its capture) are the one call each command makes.
+``report_outputs`` adds the options; ``analyze_with_outputs`` (analyze),
+``analyze_many_with_outputs`` (analyze of many ranks) and ``save_outputs`` (run, after its
+capture) are the one call each command makes.
 """
 
 from __future__ import annotations
@@ -72,6 +73,23 @@ def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
         report = analyze(sqlite, **options)
         save_outputs(report, sqlite, outputs, paths={"trace": source}, progress=progress)
     return report
+
+
+def analyze_many_with_outputs(paths: tuple[str, ...], outputs: dict, **options):
+    """Analyze one report per rank on Dask with a progress line, then write ``--html``. The
+    history records single reports, so the cross-rank view is not recorded there."""
+    from nsysprobe.many import analyze_many
+
+    progress = Progress()
+    with progress.task("analyzing ranks"):
+        many = analyze_many(paths, progress=progress, **options)
+        html = outputs.get("html")
+        if html is not None:
+            from nsysprobe.render.html import write_html
+            from nsysprobe.render.many import render_many_html
+
+            write_html(render_many_html(many), html, force=bool(outputs.get("force")))
+    return many
 
 
 def save_outputs(

@@ -1,0 +1,533 @@
+"""Many ranks: every report analyzed on its own on a Dask worker, then a cross-rank view.
+
+Inputs are files, folders (their ``*.sqlite``, ``*.nsys-rep`` and ``*.qdrep``) and globs. A
+report and its own export side by side count once (the report; its export is reused). A report
+holding several processes with GPU work gives one rank per process (``Events.for_process``;
+the OS-runtime calls of processes without GPU work, such as DataLoader workers, belong to no
+rank there, because the export records no parent process).
+
+Each task reads one report and returns a ``RankSummary`` per rank: a few figures plus the
+per-step wall and start times. A worker holds one report's events at a time and the client
+none. A ``.nsys-rep`` is exported by the one task that analyzes it (``ensure_sqlite`` writes
+to a temporary file and renames it), so no report is exported twice.
+
+Step starts are aligned across reports on the UTC clock: the report's session start
+(``TARGET_INFO_SESSION_START_TIME``) plus the step's start on the report's own clock. A rank's
+**start lag** is the median over step indexes of how much later its step began than the
+earliest rank's step of the same index (only among ranks whose session start is known).
+
+A rank is a **straggler** when its per-step wall times are slower than those of every other
+rank pooled. Steps are matched by index across ranks and each divided by the median across
+ranks of the same step (``relative_steps``), so what every rank shares cancels out. The test
+is Mann-Whitney U (``nsysprobe.compare.mann_whitney``), one-sided, with p < ``ALPHA`` / ranks
+tested (Bonferroni), and the effect size must reach ``MIN_SLOWDOWN_RATIO``: the rank's median
+relative step over the others' (a significant 1 % is not a straggler). The
+stragglers and the slowest ranks slower than the others' median (``SLOWEST_LISTED``) are
+listed with what distinguishes each: the figures where it
+exceeds the median of the other ranks by ``DISTINCT_RATIO`` and by at least the metric's
+floor (GPU idle, pageable copies, OS-runtime call time, start lag).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from nsysprobe.compare import ALPHA, MIN_STEPS, mann_whitney
+from nsysprobe.errors import InputError, NsysprobeError
+from nsysprobe.report import REPORT_SUFFIXES, Report, analyze
+
+SCHEMA_VERSION = 1
+TRACE_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
+MIN_SLOWDOWN_RATIO = 1.05
+SLOWEST_LISTED = 3
+DISTINCT_RATIO = 1.2
+# What a distinction must exceed the others' median by, besides DISTINCT_RATIO.
+DISTINCT_FLOORS = {"ns": 100_000, "bytes": 1 << 20}
+DISTINCT_METRICS = (
+    ("idle_per_step_ns", "GPU idle per step", "ns"),
+    ("gap_ns", "GPU idle in gaps", "ns"),
+    ("pageable_htod_bytes", "pageable HtoD copies", "bytes"),
+    ("osrt_ns", "OS-runtime call time", "ns"),
+    ("osrt_in_gap_ns", "OS-runtime calls during GPU gaps", "ns"),
+    ("start_lag_ns", "step start lag", "ns"),
+)
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """What a worker sends back for one rank: figures, never events."""
+
+    label: str  # the report's path relative to the inputs' common folder, + ":pid" per process
+    source: str  # the report's file name
+    pid: int | None  # the process, when the report holds several
+    error: str | None  # why this report could not be analyzed (the other figures are empty)
+    session_start_utc_ns: int | None
+    step_count: int | None
+    steps_per_s: float | None  # 1 / median step
+    median_step_ns: int | None
+    gpu_busy_ratio: float | None  # as in compare: over the steps, else over the devices' span
+    busy_basis: str  # "steps", "span" or "none"
+    idle_per_step_ns: int | None  # median over steps
+    gap_ns: int | None  # GPU idle in gaps over the threshold, all devices
+    pageable_htod_bytes: int | None
+    osrt_ns: int | None  # sum of OS-runtime call durations
+    osrt_in_gap_ns: int | None  # their overlap with GPU gaps
+    top_recommendation: str | None
+    top_title: str | None
+    top_gain_ratio: float | None
+    step_wall_ns: tuple[int, ...] = ()
+    step_start_ns: tuple[int, ...] = ()  # UTC ns when the session start is known
+    worker: str = ""  # the Dask worker that analyzed it
+    analyze_s: float = 0.0  # the task's time for the whole report
+    peak_rss_bytes: int | None = None  # the worker process's peak resident memory so far
+
+
+@dataclass(frozen=True)
+class RankVerdict:
+    label: str
+    verdict: str  # "straggler", "slower" (below the effect size), "not slower", "unknown"
+    slowdown_ratio: float | None  # median relative step / the other ranks' pooled median
+    p_value: float | None  # one-sided: this rank's steps are longer
+    slower_share_ratio: float | None  # P(a step of this rank is longer than one of the others)
+    start_lag_ns: int | None
+    why: str
+
+
+@dataclass(frozen=True)
+class Distinction:
+    metric: str  # a RankSummary/RankVerdict field, e.g. "pageable_htod_bytes"
+    title: str
+    unit: str  # "ns" or "bytes"
+    value: float
+    others_median: float
+
+
+@dataclass(frozen=True)
+class SlowRank:
+    label: str
+    median_step_ns: int
+    slowdown_ratio: float | None
+    distinctions: tuple[Distinction, ...]
+
+
+@dataclass(frozen=True)
+class ManyReport:
+    schema_version: int
+    ranks: tuple[RankSummary, ...]
+    verdicts: tuple[RankVerdict, ...]  # one per rank, in the same order
+    stragglers: tuple[str, ...]  # labels
+    slowest: tuple[SlowRank, ...]
+    alignment: str  # "utc" (every rank's session start known), "partial" or "none"
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> tuple[RankSummary, ...]:
+        return tuple(r for r in self.ranks if r.error is not None)
+
+
+# -- inputs ----------------------------------------------------------------------------------
+
+
+def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Files as given, folders' traces, globs' matches: deduplicated, in natural order."""
+    found: list[Path] = []
+    for spec in paths:
+        path = Path(spec)
+        if path.is_dir():
+            inside = [p for p in path.iterdir() if p.is_file() and p.suffix in TRACE_SUFFIXES]
+            if not inside:
+                raise InputError(
+                    f"{path}: no .sqlite, .nsys-rep or .qdrep files in this folder; give the "
+                    f"folder that holds the reports, or a glob such as '{path}/**/*.nsys-rep'"
+                )
+            found += inside
+        elif path.exists():
+            found.append(path)
+        elif _GLOB_CHARS.search(str(spec)):
+            matches = [
+                Path(m)
+                for m in glob.glob(str(spec), recursive=True)
+                if Path(m).is_file() and Path(m).suffix in TRACE_SUFFIXES
+            ]
+            if not matches:
+                raise InputError(f"{spec}: the glob matches no .sqlite or .nsys-rep file")
+            found += matches
+        else:
+            raise InputError(f"{spec}: no such file, folder or glob; give reports or exports")
+    unique = {p.resolve(): p for p in found}
+    reports = {p.with_suffix("") for p in unique if p.suffix in REPORT_SUFFIXES}
+    kept = [
+        p
+        for resolved, p in unique.items()
+        if not (resolved.suffix == ".sqlite" and resolved.with_suffix("") in reports)
+    ]
+    return sorted(kept, key=_natural_key)
+
+
+def rank_labels(files: Sequence[Path]) -> list[str]:
+    """Each file's path below the files' common folder, without its suffix."""
+    resolved = [p.resolve() for p in files]
+    if len(resolved) == 1:
+        return [resolved[0].with_suffix("").name]
+    common = Path(os.path.commonpath([p.parent for p in resolved]))
+    return [p.relative_to(common).with_suffix("").as_posix() for p in resolved]
+
+
+def _natural_key(path: Path) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+# -- one report, on a worker ------------------------------------------------------------------
+
+
+def summarize_report(path: str, label: str, options: dict) -> list[RankSummary]:
+    """The RankSummary of each rank in one report; an error becomes one summary saying so."""
+    started = time.perf_counter()
+    source = Path(path)
+    try:
+        results = _analyze_ranks(source, options)
+    except NsysprobeError as exc:
+        results = [(None, str(exc))]
+    except Exception as exc:  # errors are data: one bad report must not stop a thousand
+        results = [(None, f"{source}: {type(exc).__name__}: {exc}")]
+    elapsed = time.perf_counter() - started
+    worker, rss = _worker_name(), _peak_rss_bytes()
+    multi = len(results) > 1
+    out = []
+    for pid, report in results:
+        rank_label = f"{label}:{pid}" if multi else label
+        if isinstance(report, str):
+            out.append(_error_summary(rank_label, source.name, report))
+        else:
+            out.append(summary_of(report, rank_label, source.name, pid if multi else None))
+    return [replace(s, worker=worker, analyze_s=elapsed, peak_rss_bytes=rss) for s in out]
+
+
+def _analyze_ranks(source: Path, options: dict) -> list[tuple[int | None, Report]]:
+    sqlite = source
+    if source.suffix in REPORT_SUFFIXES:
+        from nsysprobe.capture.export import ensure_sqlite
+
+        sqlite = ensure_sqlite(source, nsys=options.get("nsys"))
+    whole = analyze(sqlite, **options)
+    if whole.trace.processes <= 1:
+        return [(None, whole)]
+    from nsysprobe.analyses.events import Events
+    from nsysprobe.trace.reader import Trace
+
+    with Trace(sqlite) as trace:
+        pids = sorted(set().union(*Events.load(trace).device_pids.values()))
+    return [(pid, analyze(sqlite, pid=pid, **options)) for pid in pids]
+
+
+def summary_of(report: Report, label: str, source: str, pid: int | None = None) -> RankSummary:
+    """The compact figures of one rank's Report (those of ``compare`` plus OS-runtime time and
+    the step start times)."""
+    from nsysprobe.metrics import metrics_of
+
+    m = metrics_of(report)
+    start = report.trace.session_start_utc_ns
+    rows = report.steps.rows if report.steps else ()
+    functions = report.osrt.functions if report.osrt else None
+    verdict = report.verdict
+    return RankSummary(
+        label=label,
+        source=source,
+        pid=pid,
+        error=None,
+        session_start_utc_ns=start,
+        step_count=m.step_count,
+        steps_per_s=m.steps_per_s,
+        median_step_ns=m.median_step_ns,
+        gpu_busy_ratio=m.gpu_busy_ratio,
+        busy_basis=m.busy_basis,
+        idle_per_step_ns=m.idle_per_step_ns,
+        gap_ns=m.gap_ns,
+        pageable_htod_bytes=m.pageable_htod_bytes,
+        osrt_ns=sum(f.total_ns for f in functions) if functions is not None else None,
+        osrt_in_gap_ns=sum(f.in_gap_ns for f in functions) if functions is not None else None,
+        top_recommendation=verdict.id if verdict else None,
+        top_title=verdict.title if verdict else None,
+        top_gain_ratio=verdict.expected_gain_ratio if verdict else None,
+        step_wall_ns=tuple(r.wall_ns for r in rows),
+        step_start_ns=tuple(r.start_ns + (start or 0) for r in rows),
+    )
+
+
+def _error_summary(label: str, source: str, error: str) -> RankSummary:
+    return RankSummary(
+        label=label,
+        source=source,
+        pid=None,
+        error=error,
+        session_start_utc_ns=None,
+        step_count=None,
+        steps_per_s=None,
+        median_step_ns=None,
+        gpu_busy_ratio=None,
+        busy_basis="none",
+        idle_per_step_ns=None,
+        gap_ns=None,
+        pageable_htod_bytes=None,
+        osrt_ns=None,
+        osrt_in_gap_ns=None,
+        top_recommendation=None,
+        top_title=None,
+        top_gain_ratio=None,
+    )
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return "local"
+
+
+def _peak_rss_bytes() -> int | None:
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux counts KiB
+
+
+# -- fan-out on Dask --------------------------------------------------------------------------
+
+
+def analyze_many(
+    paths: Iterable[str | os.PathLike] | str | os.PathLike,
+    client=None,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    **analyze_options,
+) -> ManyReport:
+    """Analyze many reports (or one holding several processes) and compare the ranks.
+
+    ``client``: a ``dask.distributed.Client`` to run on. Else ``scheduler`` (an address such
+    as ``tcp://10.0.0.1:8786``), else Dask's ``scheduler-address`` configuration, else a
+    ``LocalCluster`` of ``workers`` processes (default: one per CPU, at most one per report),
+    one thread each, the machine's memory divided among them. ``analyze_options`` are those of
+    ``nsysprobe.analyze`` (``min_gap_ms``, ``step_range``, ``nsys``, ``topology``).
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files = expand_paths(paths)
+    labels = rank_labels(files)
+    if "pid" in analyze_options:
+        raise InputError("analyze_many: pid is chosen per report; leave it out")
+    with dask_client(client, scheduler=scheduler, workers=workers or min(_cpus(), len(files))) as c:
+        futures = c.map(
+            summarize_report,
+            [str(f) for f in files],
+            labels,
+            options=analyze_options,
+            pure=False,
+            retries=1,
+        )
+        if progress is not None:
+            from distributed import as_completed
+
+            for done, _ in enumerate(as_completed(futures), 1):
+                progress(f"analyzed {done}/{len(files)} reports")
+        per_report = c.gather(futures)
+    return cross_rank([s for summaries in per_report for s in summaries])
+
+
+@contextmanager
+def dask_client(client=None, *, scheduler: str | None = None, workers: int | None = None):
+    """The given client, one connected to ``scheduler`` (or Dask's configured address), or a
+    LocalCluster sized to the machine, closed on exit when made here."""
+    if client is not None:
+        yield client
+        return
+    import dask
+    from distributed import Client, LocalCluster
+
+    address = scheduler or dask.config.get("scheduler-address", None)
+    if address:
+        try:
+            made = Client(address)  # times out after distributed.comm.timeouts.connect
+        except (OSError, TimeoutError) as exc:
+            raise InputError(
+                f"--scheduler {address}: cannot connect ({exc}); start one with `dask "
+                f"scheduler` and `dask worker {address}`, or leave --scheduler out for a "
+                f"local cluster"
+            ) from exc
+        with made:
+            yield made
+        return
+    import logging
+
+    n = max(1, workers or _cpus())
+    with (
+        LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit="auto",  # the machine's memory / n_workers
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as made,
+    ):
+        yield made
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# -- the cross-rank view ----------------------------------------------------------------------
+
+
+def cross_rank(summaries: Sequence[RankSummary]) -> ManyReport:
+    """Verdicts, stragglers and the slowest ranks from the ranks' summaries (pure)."""
+    ok = [s for s in summaries if s.error is None]
+    lags = start_lags(ok)
+    relative = relative_steps([s for s in ok if len(s.step_wall_ns) >= MIN_STEPS])
+    alpha = ALPHA / max(1, len(relative))
+    verdicts = [_verdict(s, relative, alpha, lags.get(s.label)) for s in summaries]
+    stragglers = tuple(v.label for v in verdicts if v.verdict == "straggler")
+    starts = [s.session_start_utc_ns for s in ok]
+    alignment = (
+        "utc"
+        if starts and all(t is not None for t in starts)
+        else ("partial" if any(t is not None for t in starts) else "none")
+    )
+    return ManyReport(
+        schema_version=SCHEMA_VERSION,
+        ranks=tuple(summaries),
+        verdicts=tuple(verdicts),
+        stragglers=stragglers,
+        slowest=_slowest(ok, {v.label: v for v in verdicts}),
+        alignment=alignment,
+        thresholds={
+            "alpha": ALPHA,
+            "alpha_per_rank": alpha,
+            "min_slowdown_ratio": MIN_SLOWDOWN_RATIO,
+            "distinct_ratio": DISTINCT_RATIO,
+            "min_steps": MIN_STEPS,
+        },
+    )
+
+
+def relative_steps(ranks: Sequence[RankSummary]) -> dict[str, np.ndarray]:
+    """label -> each step's wall time over the median across ranks of the same step.
+
+    Steps are matched by index over the steps every rank has (synchronous training runs step
+    *k* on every rank at once). Dividing by the cross-rank median removes what all ranks share
+    (a slow data batch, a checkpoint), so the test sees how each rank compares step by step.
+    """
+    if len(ranks) < 2:
+        return {}
+    n = min(len(r.step_wall_ns) for r in ranks)
+    walls = np.array([r.step_wall_ns[:n] for r in ranks], dtype=np.float64)
+    ratio = walls / np.maximum(np.median(walls, axis=0), 1.0)
+    return {r.label: ratio[i] for i, r in enumerate(ranks)}
+
+
+def start_lags(ranks: Sequence[RankSummary]) -> dict[str, int]:
+    """label -> median over step indexes of (its step start - the earliest rank's, same index),
+    among ranks with a UTC session start and steps."""
+    timed = [r for r in ranks if r.session_start_utc_ns is not None and r.step_start_ns]
+    if len(timed) < 2:
+        return {}
+    n = min(len(r.step_start_ns) for r in timed)
+    starts = np.array([r.step_start_ns[:n] for r in timed], dtype=np.int64)
+    lag = starts - starts.min(axis=0)
+    return {r.label: int(np.median(lag[i])) for i, r in enumerate(timed)}
+
+
+def _verdict(
+    s: RankSummary, relative: dict[str, np.ndarray], alpha: float, lag: int | None
+) -> RankVerdict:
+    def unknown(why: str) -> RankVerdict:
+        return RankVerdict(s.label, "unknown", None, None, None, lag, why)
+
+    if s.error is not None:
+        return unknown("not analyzed")
+    if len(s.step_wall_ns) < MIN_STEPS:
+        return unknown(f"needs {MIN_STEPS}+ steps to test (has {len(s.step_wall_ns)})")
+    if s.label not in relative:
+        return unknown(f"needs another rank with {MIN_STEPS}+ steps to compare with")
+    mine = relative[s.label]
+    pooled = np.concatenate([v for k, v in relative.items() if k != s.label])
+    u, p = mann_whitney(mine, pooled)
+    slower_share = u / (mine.size * pooled.size)
+    # One-sided: the question is only whether this rank is slower.
+    p = p / 2 if slower_share > 0.5 else 1.0 - p / 2
+    slowdown = float(np.median(mine) / np.median(pooled))
+    why = (
+        f"Mann-Whitney U on {mine.size} step times (each over the ranks' median of that step) "
+        f"vs {pooled.size} of {len(relative) - 1} other ranks, one-sided p={p:.3g}, "
+        f"median x{slowdown:.3f}"
+    )
+    if p >= alpha:
+        verdict = "not slower"
+    elif slowdown >= MIN_SLOWDOWN_RATIO:
+        verdict = "straggler"
+    else:
+        verdict = "slower"
+    return RankVerdict(s.label, verdict, slowdown, p, slower_share, lag, why)
+
+
+def _slowest(ok: list[RankSummary], verdicts: dict[str, RankVerdict]) -> tuple[SlowRank, ...]:
+    timed = [s for s in ok if s.median_step_ns is not None]
+    if len(timed) < 2:
+        return ()
+    timed.sort(key=lambda s: (-s.median_step_ns, s.label))
+    listed = [s for s in timed if verdicts[s.label].verdict == "straggler"]
+    listed += [
+        s
+        for s in timed[:SLOWEST_LISTED]
+        if s not in listed and (verdicts[s.label].slowdown_ratio or 0.0) > 1.0
+    ]
+    return tuple(
+        SlowRank(
+            label=s.label,
+            median_step_ns=s.median_step_ns,
+            slowdown_ratio=verdicts[s.label].slowdown_ratio,
+            distinctions=_distinctions(s, [o for o in ok if o is not s], verdicts),
+        )
+        for s in listed
+    )
+
+
+def _metric(s: RankSummary, verdicts: dict[str, RankVerdict], name: str) -> float | None:
+    value = verdicts[s.label].start_lag_ns if name == "start_lag_ns" else getattr(s, name)
+    return None if value is None else float(value)
+
+
+def _distinctions(
+    s: RankSummary, others: list[RankSummary], verdicts: dict[str, RankVerdict]
+) -> tuple[Distinction, ...]:
+    out = []
+    for name, title, unit in DISTINCT_METRICS:
+        value = _metric(s, verdicts, name)
+        theirs = [v for o in others if (v := _metric(o, verdicts, name)) is not None]
+        if value is None or not theirs:
+            continue
+        median = float(np.median(theirs))
+        if value >= median * DISTINCT_RATIO and value - median >= DISTINCT_FLOORS[unit]:
+            out.append(Distinction(name, title, unit, value, median))
+    return tuple(out)

@@ -1,0 +1,211 @@
+"""A ManyReport -> text, Markdown, JSON or HTML: the ranks side by side, the stragglers, the
+slowest ranks and what distinguishes them, then the reports that could not be analyzed.
+
+Columns of the rank table: steps, steps/s (1 / median step), median step, GPU busy, GPU idle
+per step (median), pageable HtoD bytes and OS-runtime call time (totals over the capture),
+step start lag (see ``nsysprobe.many``), the per-step test against every other rank pooled,
+and the top recommendation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from nsysprobe.many import ManyReport, RankSummary, RankVerdict
+from nsysprobe.render.markdown import escape
+from nsysprobe.render.sections import Section, ms, pct, size
+from nsysprobe.render.text import _table as text_table
+
+HEADER = (
+    "rank",
+    "steps",
+    "steps/s",
+    "median step",
+    "GPU busy",
+    "idle/step",
+    "pageable HtoD",
+    "OS runtime",
+    "start lag",
+    "vs others",
+    "top recommendation",
+)
+
+
+def headline(report: ManyReport) -> str:
+    reports = len({r.source for r in report.ranks})
+    clock = {
+        "utc": "step starts aligned on each report's session start (UTC)",
+        "partial": "step starts aligned only where a report records its session start",
+        "none": "no report records its session start: step starts not aligned",
+    }[report.alignment]
+    plural = "" if reports == 1 else "s"
+    return f"{len(report.ranks)} ranks from {reports} report{plural}; {clock}"
+
+
+def many_sections(report: ManyReport) -> list[Section]:
+    out = [_ranks(report), _stragglers(report)]
+    if report.slowest:
+        out.append(_slowest(report))
+    if report.errors:
+        out.append(
+            Section(
+                "Not analyzed",
+                (),
+                ("rank", "error"),
+                tuple((r.label, r.error or "") for r in report.errors),
+            )
+        )
+    return out
+
+
+def _opt(value, fmt) -> str:
+    return "-" if value is None else fmt(value)
+
+
+def _row(s: RankSummary, v: RankVerdict) -> tuple[str, ...]:
+    if s.error is not None:
+        return (s.label, *("-",) * 8, "not analyzed", "-")
+    busy = _opt(s.gpu_busy_ratio, pct)
+    if s.busy_basis == "span":
+        busy += " (span)"
+    test = v.verdict
+    if v.slowdown_ratio is not None:
+        test += f" (x{v.slowdown_ratio:.2f}, p={v.p_value:.2g})"
+    return (
+        s.label,
+        _opt(s.step_count, str),
+        _opt(s.steps_per_s, lambda x: f"{x:.2f}"),
+        _opt(s.median_step_ns, ms),
+        busy,
+        _opt(s.idle_per_step_ns, ms),
+        _opt(s.pageable_htod_bytes, size),
+        _opt(s.osrt_ns, ms),
+        _opt(v.start_lag_ns, ms),
+        test,
+        s.top_recommendation or "-",
+    )
+
+
+def _ranks(report: ManyReport) -> Section:
+    notes = (
+        "vs others: one-sided Mann-Whitney U of the rank's step times (each over the ranks' "
+        "median of the same step) against every other rank's pooled; straggler at p < "
+        f"{report.thresholds['alpha_per_rank']:.2g} (Bonferroni) and a median "
+        f"x{report.thresholds['min_slowdown_ratio']:.2f} or more; GPU busy is over the steps, "
+        "'(span)' over the devices' span when no step range was found",
+    )
+    rows = tuple(_row(s, v) for s, v in zip(report.ranks, report.verdicts))
+    return Section("Ranks", notes, HEADER, rows)
+
+
+def _stragglers(report: ManyReport) -> Section:
+    if report.stragglers:
+        by_label = {v.label: v for v in report.verdicts}
+        notes = tuple(f"{label}: {by_label[label].why}" for label in report.stragglers)
+    else:
+        tested = sum(v.verdict != "unknown" for v in report.verdicts)
+        notes = (
+            f"No straggler: none of the {tested} ranks with steps is significantly slower than "
+            "the others pooled."
+            if tested
+            else "No rank could be tested: straggler detection needs per-step NVTX ranges "
+            "(wrap each step in a range such as 'Batch i', or name it with --step-range).",
+        )
+    return Section("Stragglers", notes, (), ())
+
+
+def _slowest(report: ManyReport) -> Section:
+    rows = []
+    for r in report.slowest:
+        first = (r.label, ms(r.median_step_ns), _opt(r.slowdown_ratio, lambda x: f"x{x:.2f}"))
+        if not r.distinctions:
+            rows.append((*first, "nothing measured stands out", "", ""))
+        for i, d in enumerate(r.distinctions):
+            fmt = size if d.unit == "bytes" else ms
+            lead = first if i == 0 else ("", "", "")
+            rows.append((*lead, d.title, fmt(d.value), fmt(d.others_median)))
+    notes = (
+        "Stands out: a figure at least "
+        f"x{report.thresholds['distinct_ratio']:.1f} the median of the other ranks.",
+    )
+    return Section(
+        "Slowest ranks",
+        notes,
+        ("rank", "median step", "vs others", "stands out", "value", "others' median"),
+        tuple(rows),
+    )
+
+
+def render_many_text(report: ManyReport) -> str:
+    lines = [headline(report), ""]
+    for section in many_sections(report):
+        lines += text_table(section)
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_many_markdown(report: ManyReport) -> str:
+    lines = ["# nsysprobe cross-rank report", "", escape(headline(report)), ""]
+    for s in many_sections(report):
+        lines += [f"## {escape(s.title)}", ""]
+        lines += [f"{escape(n)}  " for n in s.notes]
+        if s.notes:
+            lines.append("")
+        if s.rows:
+            lines.append("| " + " | ".join(escape(h) for h in s.header) + " |")
+            lines.append("|" + "---|" * len(s.header))
+            lines += ["| " + " | ".join(escape(c) for c in r) + " |" for r in s.rows]
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def many_dict(report: ManyReport) -> dict:
+    """``schema_version``, ``alignment``, ``thresholds``, ``ranks`` (each summary with its
+    ``vs_others`` verdict), ``stragglers`` (labels) and ``slowest``."""
+    ranks = []
+    for s, v in zip(report.ranks, report.verdicts):
+        row = dataclasses.asdict(s)
+        row["vs_others"] = dataclasses.asdict(v)
+        ranks.append(row)
+    return {
+        "schema_version": report.schema_version,
+        "alignment": report.alignment,
+        "thresholds": report.thresholds,
+        "ranks": ranks,
+        "stragglers": list(report.stragglers),
+        "slowest": [dataclasses.asdict(r) for r in report.slowest],
+    }
+
+
+def render_many_json(report: ManyReport) -> str:
+    return json.dumps(many_dict(report), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_many_html(report: ManyReport) -> str:
+    from nsysprobe.render import html as h
+
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>nsysprobe: cross-rank report</title>",
+        f"<style>{h.CSS}</style></head><body><main>",
+        "<header><h1>nsysprobe cross-rank report</h1>",
+        f'<p class="meta">{h.esc(headline(report))}</p></header>',
+    ]
+    parts += [h._table_card(s) for s in many_sections(report)]
+    parts.append(
+        f"<footer>nsysprobe {h.esc(h._version())}, cross-rank schema {report.schema_version}. "
+        "Busy times are unions over streams.</footer></main></body></html>"
+    )
+    return "\n".join(parts) + "\n"
+
+
+RENDERERS = {
+    "text": render_many_text,
+    "markdown": render_many_markdown,
+    "json": render_many_json,
+}

@@ -1,0 +1,277 @@
+"""Many ranks on Dask: per-process ranks of a real two-GPU trace, straggler detection on
+replicated real exports (one rank's timeline stretched), a LocalCluster, and a separately
+started `dask scheduler` with two `dask worker` processes on loopback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsysprobe import analyze
+from nsysprobe.cli import main
+from nsysprobe.errors import InputError
+from nsysprobe.many import (
+    RankSummary,
+    analyze_many,
+    cross_rank,
+    expand_paths,
+    summarize_report,
+)
+from nsysprobe.render import render
+from nsysprobe.render.many import RENDERERS, render_many_html
+
+from conftest import SAMPLE_TRACES, shared_trace
+
+distributed = pytest.importorskip("distributed")
+
+TWO_GPU = "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+PINNED = SAMPLE_TRACES / "h200_pinned.sqlite"
+RANKS = 4
+SLOW_RANK = 2
+STRETCH = 1.3
+
+
+def stretch(path: Path, factor: float) -> None:
+    """Every event's start and end times ``factor``: steps, GPU work and CPU calls alike."""
+    db = sqlite3.connect(path)
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for table in tables:
+        cols = {r[1] for r in db.execute(f'PRAGMA table_info("{table}")')}
+        if {"start", "end"} <= cols:
+            db.execute(
+                f'UPDATE "{table}" SET start = CAST(start * ? AS INTEGER), '
+                f'"end" = CAST("end" * ? AS INTEGER)',
+                (factor, factor),
+            )
+    db.commit()
+    db.close()
+
+
+@pytest.fixture(scope="module")
+def rank_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("ranks")
+    for i in range(RANKS):
+        shutil.copyfile(PINNED, folder / f"rank{i}.sqlite")
+    stretch(folder / f"rank{SLOW_RANK}.sqlite", STRETCH)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            host="127.0.0.1",
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_straggler(many) -> None:
+    slow = f"rank{SLOW_RANK}"
+    assert many.stragglers == (slow,)
+    by_label = {v.label: v for v in many.verdicts}
+    assert by_label[slow].slowdown_ratio == pytest.approx(STRETCH, rel=0.02)
+    assert all(v.verdict == "not slower" for k, v in by_label.items() if k != slow)
+    assert many.slowest[0].label == slow
+    stands_out = {d.metric for d in many.slowest[0].distinctions}
+    assert "start_lag_ns" in stands_out  # its steps begin later, aligned on the session start
+    assert by_label[slow].start_lag_ns > 0
+    assert by_label["rank0"].start_lag_ns == 0
+
+
+def test_two_process_report_gives_one_rank_per_process(client):
+    path = shared_trace(TWO_GPU)
+    many = analyze_many([path], client=client)
+    assert [r.label for r in many.ranks] == [f"{path.stem}:144", f"{path.stem}:145"]
+    assert [r.pid for r in many.ranks] == [144, 145]
+    for rank in many.ranks:
+        alone = analyze(path, pid=rank.pid)
+        assert alone.trace.processes == 1
+        assert rank.gpu_busy_ratio == pytest.approx(alone.gaps.devices[0].busy_ratio)
+        assert rank.busy_basis == "span"  # this window has no step range
+    assert analyze(path).trace.processes == 2  # the whole report is unchanged
+    assert many.stragglers == ()
+    assert all(v.verdict == "unknown" for v in many.verdicts)
+
+
+def test_pid_filter_leaves_single_process_results_alone():
+    assert render(analyze(PINNED, pid=None), "json") == render(analyze(PINNED), "json")
+
+
+def test_local_cluster_finds_the_straggler(client, rank_folder):
+    many = analyze_many(rank_folder, client=client)
+    assert [r.label for r in many.ranks] == [f"rank{i}" for i in range(RANKS)]
+    assert many.alignment == "utc"
+    assert len({r.worker for r in many.ranks}) == 2  # both workers took reports
+    check_straggler(many)
+
+
+def test_separate_scheduler_and_workers_on_loopback(rank_folder, tmp_path):
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    common = ["--no-dashboard"]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dask",
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                *common,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=tmp_path,
+        )
+    ]
+    try:
+        for _ in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "dask",
+                        "worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--host",
+                        "127.0.0.1",
+                        "--local-directory",
+                        str(tmp_path),
+                        *common,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=tmp_path,
+                )
+            )
+        with distributed.Client(address, timeout=30) as c:
+            c.wait_for_workers(2, timeout=60)
+        many = analyze_many(sorted(rank_folder.glob("*.sqlite")), scheduler=address)
+        check_straggler(many)
+        assert len({r.worker for r in many.ranks}) == 2
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+
+
+def test_unreachable_scheduler_is_an_input_error(rank_folder):
+    import dask
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        with pytest.raises(InputError, match="cannot connect"):
+            analyze_many(rank_folder, scheduler=address)
+
+
+def test_a_broken_report_is_an_error_row(client, rank_folder, tmp_path):
+    bad = tmp_path / "rank9.sqlite"
+    bad.write_text("not a database")
+    many = analyze_many(
+        [rank_folder / "rank0.sqlite", rank_folder / "rank1.sqlite", bad], client=client
+    )
+    assert [r.label.split("/")[-1] for r in many.errors] == ["rank9"]
+    assert "rank9.sqlite" in many.errors[0].error
+    assert many.stragglers == ()
+    assert "Not analyzed" in RENDERERS["text"](many)
+
+
+def test_identical_ranks_have_no_straggler_and_few_steps_are_not_tested():
+    summary = summarize_report(str(PINNED), "r", {})[0]
+    assert summary.step_count == 20 and summary.error is None
+    same = [RankSummary(**{**summary.__dict__, "label": f"r{i}"}) for i in range(3)]
+    many = cross_rank(same)
+    assert many.stragglers == () and many.slowest == ()
+    assert {v.verdict for v in many.verdicts} == {"not slower"}
+    short = RankSummary(**{**summary.__dict__, "label": "short", "step_wall_ns": (1, 2)})
+    assert cross_rank([*same, short]).verdicts[-1].why == "needs 3+ steps to test (has 2)"
+
+
+def test_paths_folders_and_globs(tmp_path):
+    for name in ("a.nsys-rep", "a.sqlite", "b10.sqlite", "b9.sqlite", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    # a report and its own export count once; natural order
+    assert [p.name for p in expand_paths([tmp_path])] == ["a.nsys-rep", "b9.sqlite", "b10.sqlite"]
+    assert [p.name for p in expand_paths([str(tmp_path / "b*.sqlite")])] == [
+        "b9.sqlite",
+        "b10.sqlite",
+    ]
+    with pytest.raises(InputError, match=r"the glob matches no \.sqlite or \.nsys-rep file"):
+        expand_paths([str(tmp_path / "c*.sqlite")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no .sqlite, .nsys-rep or .qdrep files"):
+        expand_paths([tmp_path / "empty"])
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)))
+
+
+def test_cli_folder_json_markdown_html(client, rank_folder, tmp_path):
+    address = client.scheduler.address
+    result = run("analyze", rank_folder, "--scheduler", address, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1
+    assert data["stragglers"] == [f"rank{SLOW_RANK}"]
+    assert [r["label"] for r in data["ranks"]] == [f"rank{i}" for i in range(RANKS)]
+    assert data["ranks"][0]["vs_others"]["verdict"] == "not slower"
+
+    html = tmp_path / "ranks.html"
+    glob = str(rank_folder / "rank*.sqlite")
+    result = run("analyze", glob, "--scheduler", address, "--format", "markdown", "--html", html)
+    assert result.exit_code == 0, result.output
+    assert "## Stragglers" in result.stdout and f"rank{SLOW_RANK}: Mann-Whitney" in result.stdout
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "Slowest ranks" in page
+
+
+def test_cli_single_path_is_unchanged():
+    result = run("analyze", PINNED, "--no-history")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == render(analyze(PINNED), "text")
+
+
+def test_cli_ranks_flag_on_one_report(client):
+    path = shared_trace(TWO_GPU)
+    result = run("analyze", path, "--ranks", "--scheduler", client.scheduler.address)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("2 ranks from 1 report;")
+    assert "No rank could be tested" in result.stdout
+
+
+def test_html_of_an_empty_view_renders():
+    assert "nsysprobe cross-rank report" in render_many_html(cross_rank([]))
