@@ -74,7 +74,8 @@ def analyze(
     topology: Topology | None = None,
     pid: int | None = None,
 ) -> Report:
-    """Analyze a ``.sqlite`` export or a ``.nsys-rep``/``.qdrep`` report (exported first).
+    """Analyze a ``.sqlite`` export, a ``.nsys-rep``/``.qdrep`` report (exported first) or
+    a run folder of ``nsysprobe run`` (its capture finished first where it stopped short).
 
     ``topology`` (``nsysprobe.numa.discover()`` for this machine, ``load_recorded(dir)`` for
     another) places the threads on NUMA nodes when the capture has ``--cpuctxsw`` data.
@@ -88,6 +89,11 @@ def analyze(
         from nsysprobe.capture.export import ensure_sqlite
 
         path = ensure_sqlite(path, nsys=nsys)
+    elif path.is_dir():
+        from nsysprobe.capture.runfolder import is_run_folder, run_folder_sqlite
+
+        if is_run_folder(path):
+            path = run_folder_sqlite(path, nsys=nsys)
     with Trace(path) as trace:
         return analyze_trace(
             trace,

@@ -9,7 +9,8 @@ Checks, each with its fix:
   (``--capture-range=cudaProfilerApi``) did not cover the steps.
 - ``capture_not_started``: no events at all: the capture range never started.
 - ``no_osrt``: OS-runtime calls were not traced (``--trace=osrt``).
-- ``rows_skipped``: rows with a missing or reversed interval were skipped.
+- ``rows_skipped``: rows with a missing, reversed or malformed interval (not integers, or
+  timestamps out of range) were skipped.
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
             Finding(
                 "rows_skipped",
                 "info",
-                f"skipped rows with a missing or reversed interval ({detail})",
-                "none needed; a crashed or killed process leaves such rows",
+                f"skipped rows with a missing, reversed or malformed interval ({detail})",
+                "none needed if a process crashed or was killed, which leaves such rows; "
+                "otherwise the export is damaged: re-export it with `nsys export --type sqlite`",
             )
         )
     return tuple(found)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -13,6 +14,8 @@ from nsysprobe.capture.reportfile import REPORT_SUFFIXES, is_report, read_header
 from nsysprobe.errors import CaptureError, InputError, NsysNotFound, NsysTooOld
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# How nsys and SQLite say the disk filled up.
+_DISK_FULL = re.compile(r"disk is full|No space left on device", re.IGNORECASE)
 # What scripts/setup.sh installs; reports up to this version can be read after running it.
 SETUP_NSYS_VERSION = "2023.4.4"
 
@@ -112,6 +115,11 @@ def ensure_sqlite(report: Path, nsys: str | None = None, progress: Progress | No
             )
         if done.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
             last = output.splitlines()[-1] if output else f"exit code {done.returncode}"
+            if _DISK_FULL.search(output):
+                raise CaptureError(
+                    f"no space left to export {report} into {sqlite.parent} ({last}); free "
+                    f"space there, or move the report to a disk with room, and run it again"
+                )
             raise CaptureError(
                 f"nsys export failed on {report}: {last}; "
                 f"check the report opens in nsys {install.version} or re-capture it"

@@ -11,6 +11,7 @@ A run folder holds everything about one run::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -27,13 +28,15 @@ from nsysprobe.capture.export import ensure_sqlite
 from nsysprobe.capture.importer import finish_qdstrm
 from nsysprobe.capture.locate import NsysInstall, find_nsys
 from nsysprobe.capture.machine import cuda_gpu_visible
-from nsysprobe.errors import InputError, NothingCaptured
+from nsysprobe.errors import CaptureError, InputError, NothingCaptured
 
 REPORT_STEM = "report"
 COMMAND_FILE = "nsys-command.txt"
 LOG_FILE = "nsys.log"
 DEFAULT_RUNS_DIR = Path("nsysprobe-runs")
 SIGINT_EXIT_CODE = 130
+# How long output may keep flowing after nsys exits before what still holds it is stopped.
+DRAIN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,14 @@ def _run_streamed(
                     proc.send_signal(signal.SIGINT)
                 interrupted_once = True
         for thread in threads:
-            thread.join()
+            thread.join(timeout=DRAIN_S)
+        if any(thread.is_alive() for thread in threads):
+            # nsys has exited but something it started still holds the output open (a
+            # workload orphaned when nsys was stopped early): stop its process group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            for thread in threads:
+                thread.join(timeout=DRAIN_S)
     return code, interrupted
 
 
@@ -214,12 +224,20 @@ def capture(
     )
     report = folder / f"{REPORT_STEM}.nsys-rep"
     qdstrm = folder / f"{REPORT_STEM}.qdstrm"
-    if not report.is_file() and qdstrm.is_file():
-        say(f"nsys left {qdstrm.name}; finishing it with QdstrmImporter")
-        report = finish_qdstrm(qdstrm, install, log)
-    if not report.is_file():
-        raise NothingCaptured(_nothing_message(folder, code, interrupted, capture_range), code or 2)
-    sqlite = ensure_sqlite(report, str(install.path), progress=say)
+    try:
+        if not report.is_file() and qdstrm.is_file():
+            say(f"nsys left {qdstrm.name}; finishing it with QdstrmImporter")
+            report = finish_qdstrm(qdstrm, install, log)
+        if not report.is_file():
+            message = _nothing_message(folder, code, interrupted, capture_range)
+            raise NothingCaptured(message, code or 2)
+        sqlite = ensure_sqlite(report, str(install.path), progress=say)
+    except NothingCaptured:
+        raise
+    except CaptureError as exc:
+        # The capture is kept: say how to pick up from it once the cause is fixed.
+        exc.args = (f"{exc}; once fixed, `nsysprobe analyze {folder}` finishes the job",)
+        raise
     # A .qdstrm is huge (GBs for a few GPU steps) and redundant once the export exists.
     qdstrm.unlink(missing_ok=True)
     return CaptureResult(

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
+from nsysprobe.capture.runfolder import is_run_folder
 from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_outputs, report_outputs
 from nsysprobe.numa import Topology, discover, load_recorded
 from nsysprobe.render import FORMATS, render
@@ -14,9 +15,12 @@ from nsysprobe.render.many import RENDERERS as MANY_RENDERERS
 
 
 def is_many(path: str) -> bool:
-    """A folder, or a glob that names no file, means one report per rank."""
+    """A folder (other than a run folder), or a glob that names no file, means one report
+    per rank."""
     p = Path(path)
-    return p.is_dir() or (not p.exists() and any(c in path for c in "*?["))
+    if p.is_dir():
+        return not is_run_folder(p)
+    return not p.exists() and any(c in path for c in "*?[")
 
 
 def load_topology(where: str | None) -> Topology | None:
@@ -87,7 +91,8 @@ def analyze(
     workers: int | None,
     **outputs,
 ):
-    """Diagnose GPU starvation in PATH: a .sqlite export or a .nsys-rep/.qdrep report.
+    """Diagnose GPU starvation in PATH: a .sqlite export, a .nsys-rep/.qdrep report, or the
+    run folder of an `nsysprobe run` (finishing a capture it left as .nsys-rep or .qdstrm).
 
     A report is exported to SQLite next to it first (and the export reused while it is newer
     than the report). The analysis reads the export read-only and prints the ranked

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from nsysprobe import history
+from nsysprobe.capture.runfolder import is_run_folder, run_folder_sqlite
 from nsysprobe.errors import NsysprobeError
 from nsysprobe.progress import Progress
 from nsysprobe.render.html import check_writable
@@ -69,6 +70,9 @@ def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
             from nsysprobe.capture.export import ensure_sqlite
 
             sqlite = ensure_sqlite(source, nsys=options.get("nsys"), progress=progress)
+            progress(f"analyzing {sqlite.name}")
+        elif is_run_folder(source):
+            sqlite = run_folder_sqlite(source, nsys=options.get("nsys"), progress=progress)
             progress(f"analyzing {sqlite.name}")
         report = analyze(sqlite, **options)
         save_outputs(report, sqlite, outputs, paths={"trace": source}, progress=progress)

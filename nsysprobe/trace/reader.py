@@ -19,6 +19,7 @@ Times are integer nanoseconds on the report's one clock.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -97,6 +98,20 @@ def as_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def as_int(value: object) -> int | None:
+    """An integer column's value, or None for NULL, text, a BLOB or a number that is not an
+    int64 (what a damaged or hand-edited export may hold)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value) or not float(value).is_integer():
+            return None
+        value = int(value)
+    if isinstance(value, (int, np.integer)) and _INT64_MIN <= value <= _INT64_MAX:
+        return int(value)
+    return None
+
+
 def _lenient_text(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
@@ -116,15 +131,21 @@ class Trace:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        _check_sqlite_file(self.path)
-        uri = self.path.resolve().as_uri() + "?mode=ro"
+        wal = _check_sqlite_file(self.path)
+        self._uri = self.path.resolve().as_uri() + "?mode=ro"
+        if wal and not Path(f"{self.path}-wal").exists():
+            # A read-only reader of a WAL database would create -wal and -shm files beside the
+            # user's trace; with no -wal file there is nothing pending, so read it as immutable.
+            self._uri += "&immutable=1"
         try:
-            self._db = sqlite3.connect(uri, uri=True)
+            self._db = sqlite3.connect(self._uri, uri=True)
             self._db.text_factory = _lenient_text
             names = self._db.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
+            if _is_locked(exc):
+                raise TraceError(_locked_message(self.path, exc)) from exc
             raise TraceError(
                 f"{self.path}: cannot read it as SQLite ({exc}); re-export it with "
                 f"`nsys export --type sqlite`"
@@ -153,12 +174,12 @@ class Trace:
     def columns(self, table: str) -> list[str]:
         if table not in self.tables:
             return []
-        return [row[1] for row in self._db.execute(f'PRAGMA table_info("{table}")')]
+        return [row[1] for row in self._fetch(table, f'PRAGMA table_info("{table}")')]
 
     def count(self, table: str) -> int:
         if table not in self.tables:
             return 0
-        return self._db.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        return int(self._fetch(table, f'SELECT count(*) FROM "{table}"')[0][0])
 
     def _resolve(
         self, table: str, wanted: list[str], aliases: dict[str, Iterable[str]] | None
@@ -202,8 +223,9 @@ class Trace:
     ) -> pd.DataFrame:
         """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64.
 
-        Rows with a NULL or reversed interval are left out and counted in ``attrs['dropped']``;
-        a NULL in another column reads as -1, a column this version lacks as -1 too.
+        Rows whose start or end is NULL, not an integer or out of range, or whose interval is
+        reversed, are left out and counted in ``attrs['dropped']``; a NULL or a value that is
+        not an integer in another column reads as -1, a column this version lacks as -1 too.
         """
         cols = ["start", "end", *wanted]
         if table not in self.tables:
@@ -214,18 +236,16 @@ class Trace:
         if sources[0] is None or sources[1] is None:
             raise TraceError(
                 f"{self.path}: table {table} has no start/end columns; this is not an "
-                f"Nsight Systems export nsysprobe can read"
+                f"Nsight Systems export nsysprobe can read: re-export the report with "
+                f"`nsys export --type sqlite`"
             )
-        valid = (
-            f'"{sources[0]}" IS NOT NULL AND "{sources[1]}" IS NOT NULL AND '
-            f'"{sources[1]}" >= "{sources[0]}"'
-        )
-        exprs = [f'CAST(IFNULL("{src}", -1) AS INTEGER)' for src in sources if src]
+        valid = _valid_interval(sources[0], sources[1])
+        exprs = [_int_expr(src) for src in sources if src]
         try:
             arrays = self._int_columns(table, exprs, valid + (f" AND ({where})" if where else ""))
             total = self.count_where(table, where) if where else self.count(table)
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
-            raise TraceError(f"{self.path}: reading {table} failed ({exc})") from exc
+            raise TraceError(_read_failed(self.path, table, exc)) from exc
         read = iter(arrays)
         rows = len(arrays[0])
         data = {
@@ -269,7 +289,7 @@ class Trace:
     def _read_blocks(
         self, sql: str, blocks: list[tuple[int, int]]
     ) -> list[list[np.ndarray | None]]:
-        uri = self.path.resolve().as_uri() + "?mode=ro"
+        uri = self._uri
         local = threading.local()
         opened: list[sqlite3.Connection] = []
 
@@ -303,7 +323,7 @@ class Trace:
         try:
             return self._db.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise TraceError(f"{self.path}: reading {table} failed ({exc})") from exc
+            raise TraceError(_read_failed(self.path, table, exc)) from exc
 
     # -- strings and metadata -------------------------------------------------------------
 
@@ -323,9 +343,11 @@ class Trace:
     def export_meta(self) -> dict[str, str]:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if table in self.tables:
+                df = self._select(table, ["name", "value"])
                 return {
-                    str(k): str(v)
-                    for k, v in self._db.execute(f'SELECT name, value FROM "{table}"')
+                    as_text(k): as_text(v)
+                    for k, v in zip(df["name"], df["value"])
+                    if k is not None and v is not None
                 }
         return {}
 
@@ -347,9 +369,14 @@ class Trace:
         if "META_DATA_CAPTURE" not in self.tables:
             return None
         found: set[str] = set()
-        for name, value in self._db.execute("SELECT name, value FROM META_DATA_CAPTURE"):
-            key = str(name).rsplit(":", 1)[-1]
-            if key == "CAPTURE_EVENT_TYPE" and value in _CAPTURE_EVENT_TYPES:
+        df = self._select("META_DATA_CAPTURE", ["name", "value"])
+        for name, value in zip(df["name"], df["value"]):
+            key = as_text(name).rsplit(":", 1)[-1]
+            if (
+                key == "CAPTURE_EVENT_TYPE"
+                and isinstance(value, str)
+                and (value in _CAPTURE_EVENT_TYPES)
+            ):
                 found.add(_CAPTURE_EVENT_TYPES[value])
             elif key in _CAPTURE_FLAGS and str(value).lower() == "true":
                 found.add(_CAPTURE_FLAGS[key])
@@ -359,10 +386,8 @@ class Trace:
     def session_start_utc_ns(self) -> int | None:
         if "TARGET_INFO_SESSION_START_TIME" not in self.tables:
             return None
-        row = self._db.execute(
-            "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"
-        ).fetchone()
-        return int(row[0]) if row and row[0] is not None else None
+        df = self._select("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"], where="LIMIT 1")
+        return as_int(df["utcEpochNs"].iloc[0]) if len(df) else None
 
     @cached_property
     def capture_window_ns(self) -> tuple[int, int] | None:
@@ -370,9 +395,11 @@ class Trace:
         if "ANALYSIS_DETAILS" not in self.tables:
             return None
         df = self._select("ANALYSIS_DETAILS", ["startTime", "stopTime"])
-        if df.empty or df["startTime"].isna().all():
+        starts = [t for t in map(as_int, df["startTime"]) if t is not None]
+        stops = [t for t in map(as_int, df["stopTime"]) if t is not None]
+        if not starts or not stops or max(stops) < min(starts):
             return None
-        return int(df["startTime"].min()), int(df["stopTime"].max())
+        return min(starts), max(stops)
 
     def gpus(self) -> list[GpuInfo]:
         """GPUs the report describes: ``TARGET_INFO_GPU`` (2021.3+), ``TARGET_INFO_CUDA_GPU``
@@ -391,9 +418,9 @@ class Trace:
             )
             return [
                 GpuInfo(
-                    device_id=int(r.device_id) if pd.notna(r.device_id) else i,
-                    name=str(r.name) if pd.notna(r.name) else "unknown GPU",
-                    bus_id=str(r.bus_id) if pd.notna(r.bus_id) else "",
+                    device_id=i if as_int(r.device_id) is None else as_int(r.device_id),
+                    name=as_text(r.name) if pd.notna(r.name) else "unknown GPU",
+                    bus_id=as_text(r.bus_id) if pd.notna(r.bus_id) else "",
                 )
                 for i, r in enumerate(df.itertuples(index=False))
             ]
@@ -404,18 +431,16 @@ class Trace:
         if "ThreadNames" not in self.tables:
             return {}
         df = self._select("ThreadNames", ["globalTid", "nameId"])
-        return {
-            int(t): self.strings.get(int(n), "")
-            for t, n in zip(df["globalTid"], df["nameId"])
-            if pd.notna(t) and pd.notna(n)
-        }
+        pairs = zip(map(as_int, df["globalTid"]), map(as_int, df["nameId"]))
+        return {t: self.strings.get(n, "") for t, n in pairs if t is not None and n is not None}
 
     def process_names(self) -> dict[int, str]:
         """pid -> process name."""
         if "PROCESSES" not in self.tables:
             return {}
         df = self._select("PROCESSES", ["pid", "name"])
-        return {int(p): str(n) for p, n in zip(df["pid"], df["name"]) if pd.notna(p)}
+        pairs = zip(map(as_int, df["pid"]), df["name"])
+        return {p: as_text(n) for p, n in pairs if p is not None}
 
     def mem_kind_labels(self) -> dict[int, str]:
         return self._enum_labels("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS)
@@ -425,7 +450,8 @@ class Trace:
             return dict(default)
         df = self._select(table, ["id", "label"])
         labels = dict(default)
-        labels.update({int(i): str(lab) for i, lab in zip(df["id"], df["label"]) if pd.notna(i)})
+        pairs = zip(map(as_int, df["id"]), df["label"])
+        labels.update({i: as_text(lab) for i, lab in pairs if i is not None and lab is not None})
         return labels
 
     # -- events ---------------------------------------------------------------------------
@@ -490,30 +516,35 @@ class Trace:
         cols = ["start", "cpu", "isSchedIn", "globalTid"]
         if "SCHED_EVENTS" not in self.tables:
             return _empty(cols)
-        exprs = ", ".join(f'CAST(IFNULL("{c}", -1) AS INTEGER)' for c in cols)
+        exprs = ", ".join(_int_expr(c) for c in cols)
         present = set(self.columns("SCHED_EVENTS"))
         if not set(cols) <= present:
             return _empty(cols)
-        cur = self._db.execute(
-            f'SELECT {exprs} FROM SCHED_EVENTS WHERE "start" IS NOT NULL ORDER BY "start"'
-        )
         try:
+            cur = self._db.execute(
+                f"SELECT {exprs} FROM SCHED_EVENTS WHERE typeof(\"start\") = 'integer' "
+                f'ORDER BY "start"'
+            )
             records = np.fromiter(cur, dtype=np.dtype([(c, np.int64) for c in cols]))
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
-            raise TraceError(f"{self.path}: reading SCHED_EVENTS failed ({exc})") from exc
+            raise TraceError(_read_failed(self.path, "SCHED_EVENTS", exc)) from exc
         return pd.DataFrame({c: records[c] for c in cols})
 
     def nvtx_counts(self) -> dict[int, int]:
         """eventType -> row count in NVTX_EVENTS (to tell "no ranges" from "no NVTX")."""
         if "NVTX_EVENTS" not in self.tables:
             return {}
-        return {
-            int(t): int(n)
-            for t, n in self._db.execute(
-                "SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType"
-            )
-            if t is not None
-        }
+        if "eventType" not in self.columns("NVTX_EVENTS"):
+            return {}
+        rows = self._fetch(
+            "NVTX_EVENTS", "SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType"
+        )
+        counts: dict[int, int] = {}
+        for event_type, n in rows:
+            key = as_int(event_type)
+            if key is not None:
+                counts[key] = counts.get(key, 0) + int(n)
+        return counts
 
     def nvtx_ranges(self) -> pd.DataFrame:
         """Closed NVTX push/pop and start/end ranges.
@@ -544,6 +575,13 @@ class Trace:
         return int(self._fetch(table, sql)[0][0])
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Timestamps beyond 73 years from the report's origin are damage, not data; bounding them keeps
+# every difference of two timestamps within int64.
+_MAX_TIME_NS = 1 << 61
+# The SQLite header up to its file format bytes.
+_HEADER_BYTES = 20
+
 # Rows per block when reading integer columns (each column's text is ~20 bytes a row).
 _BLOCK_ROWS = 1 << 20
 # Connections reading blocks at once.
@@ -570,10 +608,45 @@ def _empty(cols: list[str]) -> pd.DataFrame:
 
 
 def _interval_where(extra: str) -> str:
-    return f'WHERE "start" IS NOT NULL AND "end" IS NOT NULL AND "end" >= "start" AND ({extra})'
+    return f"WHERE {_valid_interval('start', 'end')} AND ({extra})"
 
 
-def _check_sqlite_file(path: Path) -> None:
+def _valid_interval(start: str, end: str) -> str:
+    """SQL true for a row whose start and end are integers within ``_MAX_TIME_NS`` of the
+    report's clock origin, end not before start."""
+    return (
+        f"typeof(\"{start}\") = 'integer' AND typeof(\"{end}\") = 'integer' AND "
+        f'"{end}" >= "{start}" AND "{start}" >= {-_MAX_TIME_NS} AND "{end}" <= {_MAX_TIME_NS}'
+    )
+
+
+def _int_expr(column: str) -> str:
+    """The column's value where it is an integer, else -1 (NULL, text, BLOB or real)."""
+    return f'CASE WHEN typeof("{column}") = \'integer\' THEN "{column}" ELSE -1 END'
+
+
+def _is_locked(exc: sqlite3.DatabaseError) -> bool:
+    return "locked" in str(exc)
+
+
+def _locked_message(path: Path, exc: sqlite3.DatabaseError) -> str:
+    return (
+        f"{path}: another program holds it locked ({exc}); wait until it has finished "
+        f"writing the file, or analyze a copy of it"
+    )
+
+
+def _read_failed(path: Path, table: str, exc: Exception) -> str:
+    if isinstance(exc, sqlite3.DatabaseError) and _is_locked(exc):
+        return _locked_message(path, exc)
+    return (
+        f"{path}: reading {table} failed ({exc}); the export is damaged or not one nsysprobe "
+        f"knows: re-export the report with `nsys export --type sqlite`"
+    )
+
+
+def _check_sqlite_file(path: Path) -> bool:
+    """Raise InputError unless ``path`` starts like an SQLite file; True if it is in WAL mode."""
     if not path.exists():
         raise InputError(f"{path}: no such file; give a .sqlite export or a .nsys-rep report")
     if path.is_dir():
@@ -582,12 +655,14 @@ def _check_sqlite_file(path: Path) -> None:
         )
     try:
         with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
+            head = fh.read(_HEADER_BYTES)
     except OSError as exc:
         raise InputError(f"{path}: cannot read it ({exc.strerror}); check its permissions") from exc
-    if head != SQLITE_MAGIC:
+    if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
         what = "an empty file" if not head else "not an SQLite file"
         raise InputError(
             f"{path}: {what}; give a .sqlite export (`nsys export --type sqlite REPORT`) "
             f"or a .nsys-rep report"
         )
+    # Bytes 18 and 19 of the header are the write and read format versions: 2 means WAL.
+    return head[18:20] == b"\x02\x02"

@@ -103,7 +103,8 @@ def test_run_whose_importer_cannot_load_names_the_library_and_keeps_the_capture(
         f"nsysprobe: error: QdstrmImporter ({importer}) cannot load libssh.so, so {qdstrm} "
         "(kept) was not turned into a report; put a folder holding libssh.so on "
         "LD_LIBRARY_PATH (LD_LIBRARY_PATH=/path/to/lib nsysprobe ...) or install the package "
-        f"that ships it, then run: {importer} -i {qdstrm}"
+        f"that ships it, then run: {importer} -i {qdstrm}; once fixed, "
+        f"`nsysprobe analyze {folder}` finishes the job"
     )
     assert qdstrm.stat().st_size > 0
     assert not (folder / "report.nsys-rep").exists()
