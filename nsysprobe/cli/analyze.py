@@ -112,7 +112,7 @@ def analyze(
       nsysprobe analyze run.sqlite --min-gap-ms 0.5 --step-range 'Batch #'
       nsysprobe analyze run.sqlite --html run.html
       nsysprobe analyze 'ranks/rank*.nsys-rep' --format markdown
-      nsysprobe analyze ranks/ --scheduler tcp://10.0.0.1:8786
+      nsysprobe analyze ranks/ --scheduler tcp://HOST:8786
     """
     options = {"min_gap_ms": min_gap_ms, "step_range": step_range, "nsys": nsys}
     if ranks or len(paths) > 1 or is_many(paths[0]):
