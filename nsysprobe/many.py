@@ -321,7 +321,7 @@ def analyze_many(
     """Analyze many reports (or one holding several processes) and compare the ranks.
 
     ``client``: a ``dask.distributed.Client`` to run on. Else ``scheduler`` (an address such
-    as ``tcp://10.0.0.1:8786``), else Dask's ``scheduler-address`` configuration, else a
+    as ``tcp://HOST:8786``), else Dask's ``scheduler-address`` configuration, else a
     ``LocalCluster`` of ``workers`` processes (default: one per CPU, at most one per report),
     one thread each, the machine's memory divided among them. ``analyze_options`` are those of
     ``nsysprobe.analyze`` (``min_gap_ms``, ``step_range``, ``nsys``, ``topology``).
