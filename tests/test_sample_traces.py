@@ -108,3 +108,21 @@ def test_placement_replayed_with_the_recorded_topology():
     assert roles["training thread"].verdict == "local"
     assert roles["loader processes"].threads >= 8
     assert "numa_binding" not in [r.id for r in report.recommendations]
+
+
+def test_compare_over_the_ladder_reproduces_its_table():
+    from nsysprobe.compare import compare_runs, load_run
+
+    names = [n for n in MANIFEST if "extra" not in MANIFEST[n]]
+    order = ["baseline", "multiworker", "pinned", "streams", "prefetch", "cached"]
+    names.sort(key=lambda n: order.index(MANIFEST[n]["rung"]))
+    comparison = compare_runs([load_run(str(SAMPLE_TRACES / n)) for n in names])
+    first = 1e9 / statistics.median(step_walls(SAMPLE_TRACES / names[0]))
+    for name, run, diff in zip(names, comparison.runs, comparison.differences):
+        rate = 1e9 / statistics.median(step_walls(SAMPLE_TRACES / name))
+        assert run.metrics.steps_per_s == pytest.approx(rate, rel=1e-3)
+        assert run.metrics.top_recommendation == MANIFEST[name]["expected_verdict"]
+        if diff is not None:
+            assert diff.speedup == pytest.approx(rate / first, rel=1e-3)
+    verdicts = {MANIFEST[n]["rung"]: d.verdict for n, d in zip(names, comparison.differences) if d}
+    assert verdicts["multiworker"] == verdicts["pinned"] == "faster"
