@@ -267,3 +267,46 @@ def test_write_html_never_replaces_a_file_that_appeared(tmp_path, monkeypatch):
         write_html("<p>mine</p>", out)
     assert out.read_text() == "theirs"
     assert [p.name for p in tmp_path.iterdir()] == ["late.html"]
+
+
+@needs_chromium
+@pytest.mark.parametrize(
+    "name, starved",
+    [
+        ("h200_baseline.sqlite", True),
+        ("h200_multiworker.sqlite", False),
+        ("h200_pinned.sqlite", False),
+        ("h200_streams.sqlite", False),
+        ("h200_prefetch.sqlite", False),
+        ("h200_cached.sqlite", False),
+    ],
+)
+def test_h200_ladder_reports_show_what_the_text_report_says(name, starved, tmp_path):
+    """Each real H200 rung, in the browser: its verdict first, all 20 steps drawn, and GPU
+    idle bars that add up to the step time the GPU was idle (large only for the baseline)."""
+    import json
+    import sqlite3
+
+    from conftest import SAMPLE_TRACES
+
+    trace = SAMPLE_TRACES / name
+    expected = json.loads((SAMPLE_TRACES / "manifest.json").read_text())["traces"][name]
+    db = sqlite3.connect(f"file:{trace}?mode=ro", uri=True)
+    walls = [
+        w
+        for (w,) in db.execute(
+            "SELECT n.end - n.start FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+            "WHERE n.eventType = 59 AND coalesce(n.text, s.value) LIKE 'Batch %'"
+        )
+    ]
+    db.close()
+    dom, console = dump_dom(html_of(trace, tmp_path), tmp_path)
+    assert console == []
+    verdict = re.search(
+        r'<section class="card verdict[^"]*" id="verdict">(.*?)</section>', dom, re.S
+    )
+    assert expected["expected_verdict"] in verdict.group(1)
+    assert dom.count('<g class="step"') == len(walls) == 20
+    idle_ms = re.findall(r'class="gpu-idle"[^>]*><title>Batch \d+: GPU idle ([\d.,]+) ms<', dom)
+    idle_share = sum(float(v.replace(",", "")) for v in idle_ms) * 1e6 / sum(walls)
+    assert (idle_share > 0.5) is starved, idle_share
