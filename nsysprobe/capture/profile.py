@@ -37,8 +37,6 @@ DEFAULT_RUNS_DIR = Path("nsysprobe-runs")
 SIGINT_EXIT_CODE = 130
 # How long output may keep flowing after nsys exits before what still holds it is stopped.
 DRAIN_S = 10.0
-# How long nsys gets to act on a Ctrl-C before the workload is interrupted directly.
-ESCALATE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -173,18 +171,10 @@ def _run_streamed(
         ]
         for thread in threads:
             thread.start()
-        escalated = False
         while True:
             try:
-                wait = ESCALATE_S if interrupted_once and not escalated else None
-                code = proc.wait(timeout=wait)
+                code = proc.wait()
                 break
-            except subprocess.TimeoutExpired:
-                # nsys drops a SIGINT that arrives while it is still starting the workload
-                # (seen with 2023.4.4): interrupt the workload itself, as a terminal would,
-                # and nsys writes what it captured as at any end of the workload.
-                _interrupt_workload(proc.pid)
-                escalated = True
             except KeyboardInterrupt:
                 interrupted = True
                 if not interrupted_once and proc.poll() is None:
@@ -193,35 +183,13 @@ def _run_streamed(
         for thread in threads:
             thread.join(timeout=DRAIN_S)
         if any(thread.is_alive() for thread in threads):
-            # nsys has exited but something it started still holds the output open (a
-            # workload orphaned when nsys was stopped early): stop its process group.
+            # nsys has exited but something in its process group still holds the output open
+            # (a child it left behind): stop that group rather than wait on the pipes forever.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             for thread in threads:
                 thread.join(timeout=DRAIN_S)
     return code, interrupted
-
-
-def _interrupt_workload(nsys_pid: int) -> None:
-    """SIGINT to the process groups nsys started for the workload (its descendants that lead
-    a group of their own), the way Ctrl-C in a terminal reaches a program."""
-    parent: dict[int, int] = {}
-    group: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        pid = int(stat.parent.name)
-        parent[pid], group[pid] = int(fields[1]), int(fields[2])
-    descendants, frontier = set(), {nsys_pid}
-    while frontier:
-        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - descendants
-        descendants |= frontier
-    for pid in descendants:
-        if group.get(pid) == pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGINT)
 
 
 def capture(

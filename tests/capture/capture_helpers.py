@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import textwrap
 from pathlib import Path
 
@@ -33,3 +34,9 @@ def write_fake(path: Path, body: str) -> Path:
     path.write_text("#!/bin/sh\n" + body, encoding="utf-8")
     path.chmod(0o755)
     return path
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child the test will Ctrl-C: a shell that started the test run in
+    the background leaves SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

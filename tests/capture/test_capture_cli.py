@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from nsysprobe.capture.profile import COMMAND_FILE, LOG_FILE
 from nsysprobe.cli import main
 
-from .capture_helpers import STEP_SLEEP_NS
+from .capture_helpers import STEP_SLEEP_NS, default_sigint
 
 SETUP = "run scripts/setup.sh (installs nsys 2023.4.4 into .nsys/) or pass --nsys PATH"
 
@@ -158,6 +158,7 @@ def test_ctrl_c_stops_the_workload_and_keeps_the_capture(nsys, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=default_sigint,
     )
     while proc.stdout.readline().strip() != "started":
         assert proc.poll() is None, "the run ended before the workload started"

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from capture.capture_helpers import write_fake
+from capture.capture_helpers import default_sigint, write_fake
 from click.testing import CliRunner
 
 import nsysprobe
@@ -100,6 +100,7 @@ def test_ctrl_c_to_the_process_group_keeps_the_capture(nsys, tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # a terminal's Ctrl-C goes to the whole foreground group
+        preexec_fn=default_sigint,
     )
     try:
         while proc.stdout.readline().strip() != "started":
