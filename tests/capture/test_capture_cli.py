@@ -160,11 +160,15 @@ def test_ctrl_c_stops_the_workload_and_keeps_the_capture(nsys, tmp_path):
         text=True,
         preexec_fn=default_sigint,
     )
-    while proc.stdout.readline().strip() != "started":
-        assert proc.poll() is None, "the run ended before the workload started"
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    output = proc.communicate(timeout=120)[0]
+    try:
+        while proc.stdout.readline().strip() != "started":
+            assert proc.poll() is None, "the run ended before the workload started"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:  # leave no run behind when the test fails
+            proc.kill()
     assert proc.returncode == 130, output
     assert "nsysprobe: interrupted; kept what was captured" in output
     ranges = _rows(
