@@ -13,7 +13,7 @@ import dataclasses
 import json
 
 from nsysprobe.many import ManyReport, RankSummary, RankVerdict
-from nsysprobe.render.markdown import escape
+from nsysprobe.render.markdown import escape, section_lines
 from nsysprobe.render.sections import Section, ms, pct, size
 from nsysprobe.render.text import _table as text_table
 
@@ -147,16 +147,7 @@ def render_many_text(report: ManyReport) -> str:
 
 def render_many_markdown(report: ManyReport) -> str:
     lines = ["# nsysprobe cross-rank report", "", escape(headline(report)), ""]
-    for s in many_sections(report):
-        lines += [f"## {escape(s.title)}", ""]
-        lines += [f"{escape(n)}  " for n in s.notes]
-        if s.notes:
-            lines.append("")
-        if s.rows:
-            lines.append("| " + " | ".join(escape(h) for h in s.header) + " |")
-            lines.append("|" + "---|" * len(s.header))
-            lines += ["| " + " | ".join(escape(c) for c in r) + " |" for r in s.rows]
-            lines.append("")
+    lines += section_lines(many_sections(report))
     return "\n".join(lines).rstrip() + "\n"
 
 

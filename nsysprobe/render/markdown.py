@@ -4,8 +4,9 @@ text, never as markup or HTML."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from nsysprobe.render.sections import headline, pct, sections
+from nsysprobe.render.sections import Section, headline, pct, sections
 from nsysprobe.report import Report
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
@@ -30,7 +31,14 @@ def render_markdown(report: Report) -> str:
             f"- do: {escape(verdict.advice)}",
             "",
         ]
-    for s in sections(report):
+    lines += section_lines(sections(report))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def section_lines(sections: Iterable[Section]) -> list[str]:
+    """Each section as a Markdown heading, its notes and its table."""
+    lines: list[str] = []
+    for s in sections:
         lines += [f"## {escape(s.title)}", ""]
         lines += [f"{escape(n)}  " for n in s.notes]
         if s.notes:
@@ -40,4 +48,4 @@ def render_markdown(report: Report) -> str:
             lines.append("|" + "---|" * len(s.header))
             lines += ["| " + " | ".join(escape(c) for c in r) + " |" for r in s.rows]
             lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
