@@ -42,9 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
+from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.compare import ALPHA, MIN_STEPS, mann_whitney
 from nsysprobe.errors import InputError, NsysprobeError
-from nsysprobe.report import REPORT_SUFFIXES, Report, analyze
+from nsysprobe.report import Report, analyze
 
 SCHEMA_VERSION = 1
 TRACE_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
@@ -215,19 +216,18 @@ def summarize_report(path: str, label: str, options: dict) -> list[RankSummary]:
 
 
 def _analyze_ranks(source: Path, options: dict) -> list[tuple[int | None, Report]]:
-    sqlite = source
-    if source.suffix in REPORT_SUFFIXES:
-        from nsysprobe.capture.export import ensure_sqlite
+    from nsysprobe.capture.runfolder import export_of
 
-        sqlite = ensure_sqlite(source, nsys=options.get("nsys"))
+    sqlite = export_of(source, nsys=options.get("nsys"))
     whole = analyze(sqlite, **options)
     if whole.trace.processes <= 1:
         return [(None, whole)]
-    from nsysprobe.analyses.events import Events
-    from nsysprobe.trace.reader import Trace
+    from nsysprobe.trace.reader import Trace, pid_of
 
+    # Only the GPU tables: the processes with GPU work are the ranks.
     with Trace(sqlite) as trace:
-        pids = sorted(set().union(*Events.load(trace).device_pids.values()))
+        ops = (trace.kernels(), trace.memcpy(), trace.memset())
+        pids = sorted({int(p) for df in ops for p in np.unique(pid_of(df["globalPid"]))})
     return [(pid, analyze(sqlite, pid=pid, **options)) for pid in pids]
 
 

@@ -20,13 +20,13 @@ from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
 from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
 from nsysprobe.analyses.steps import StepsResult, analyze_steps
 from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
+from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.diagnose import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError
 from nsysprobe.numa.topology import Topology
 from nsysprobe.trace.reader import Trace, pid_of
 
 SCHEMA_VERSION = 1
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
 @dataclass(frozen=True)
@@ -85,15 +85,10 @@ def analyze(
     path = Path(path)
     if min_gap_ms < 0:
         raise InputError(f"--min-gap-ms {min_gap_ms}: must be 0 or more")
-    if path.suffix in REPORT_SUFFIXES:
-        from nsysprobe.capture.export import ensure_sqlite
+    if path.suffix in REPORT_SUFFIXES or path.is_dir():
+        from nsysprobe.capture.runfolder import export_of
 
-        path = ensure_sqlite(path, nsys=nsys)
-    elif path.is_dir():
-        from nsysprobe.capture.runfolder import is_run_folder, run_folder_sqlite
-
-        if is_run_folder(path):
-            path = run_folder_sqlite(path, nsys=nsys)
+        path = export_of(path, nsys=nsys)
     with Trace(path) as trace:
         return analyze_trace(
             trace,

@@ -16,9 +16,24 @@ from nsysprobe.capture.export import ensure_sqlite
 from nsysprobe.capture.importer import finish_qdstrm
 from nsysprobe.capture.locate import find_nsys
 from nsysprobe.capture.profile import COMMAND_FILE, LOG_FILE, REPORT_STEM
+from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.errors import InputError
+from nsysprobe.trace.reader import SQLITE_MAGIC
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+def export_of(
+    path: str | Path,
+    nsys: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """The SQLite export to read for ``path``: a report's (exported and cached next to it), a
+    run folder's (its capture finished where it stopped), else ``path`` itself."""
+    path = Path(path)
+    if path.suffix in REPORT_SUFFIXES:
+        return ensure_sqlite(path, nsys=nsys, progress=progress)
+    if is_run_folder(path):
+        return run_folder_sqlite(path, nsys=nsys, progress=progress)
+    return path
 
 
 def is_run_folder(path: str | Path) -> bool:
@@ -57,4 +72,4 @@ def run_folder_sqlite(
 
 def _starts_like_sqlite(path: Path) -> bool:
     with path.open("rb") as handle:
-        return handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+        return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC

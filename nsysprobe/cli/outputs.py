@@ -13,11 +13,11 @@ from pathlib import Path
 import click
 
 from nsysprobe import history
-from nsysprobe.capture.runfolder import is_run_folder, run_folder_sqlite
+from nsysprobe.capture.runfolder import export_of
 from nsysprobe.errors import NsysprobeError
 from nsysprobe.progress import Progress
 from nsysprobe.render.html import check_writable
-from nsysprobe.report import REPORT_SUFFIXES, Report
+from nsysprobe.report import Report
 
 
 def _check_html(ctx: click.Context, _param, value: Path | None) -> Path | None:
@@ -65,14 +65,8 @@ def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
     source = Path(path)
     progress = Progress()
     with progress.task(f"analyzing {source.name}"):
-        sqlite = source
-        if source.suffix in REPORT_SUFFIXES:
-            from nsysprobe.capture.export import ensure_sqlite
-
-            sqlite = ensure_sqlite(source, nsys=options.get("nsys"), progress=progress)
-            progress(f"analyzing {sqlite.name}")
-        elif is_run_folder(source):
-            sqlite = run_folder_sqlite(source, nsys=options.get("nsys"), progress=progress)
+        sqlite = export_of(source, nsys=options.get("nsys"), progress=progress)
+        if sqlite != source:
             progress(f"analyzing {sqlite.name}")
         report = analyze(sqlite, **options)
         save_outputs(report, sqlite, outputs, paths={"trace": source}, progress=progress)
