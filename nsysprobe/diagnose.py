@@ -1,38 +1,57 @@
-"""Evidence -> ranked recommendations, each with its reason, evidence and expected gain.
+"""The step account -> ranked recommendations, each with its reason, evidence and gain.
 
-The ids are stable, so scripts can rely on them:
+Each rule reads buckets of the step account (``nsysprobe/analyses/account.py``) of the
+report's main process and GPU, and no two rules read the same bucket, so the gains (each the
+time of its buckets, or the part of it the fix would save) never add up to more than the
+time measured. The ids are stable, so scripts can rely on them:
 
-    multiprocess_loading  batches are produced in (or awaited by) the training thread while the
-                          GPU idles: DataLoader worker processes (num_workers > 0)
-    pinned_memory         host-to-device copies from pageable memory: pin_memory=True and
-                          .to(device, non_blocking=True)
-    stream_pipelining     pinned copies serialized with compute: a separate copy stream or a
-                          CUDA prefetcher so batch N+1 copies while batch N computes
-    numa_binding          training or loader threads ran on a NUMA node other than the GPU's
-    host_sync             explicit or implicit synchronizations leave the GPU idle after them
-    launch_overhead       the GPU waits on the CPU's kernel launches: CUDA graphs, torch.compile
-    gpu_bound             no input bottleneck left: the next gains are in compute
-    capture_incomplete    the trace lacks what a diagnosis needs: fix the capture first
+    multiprocess_loading   idle while the training thread produced batches itself
+                           (``loading``) or waited for loader workers (``loader_wait``)
+    pinned_memory          host-to-device copies from pageable memory (their exposed copy
+                           time, and the idle while the thread staged them)
+    stream_pipelining      pinned host-to-device copies with no kernel running: copy batch
+                           N+1 on a side stream while batch N computes
+    device_to_host         large device-to-host read-backs that drain the GPU, with the
+                           host work after them, and the exposed device-to-host copy time
+    host_sync              synchronizations (and small read-backs such as ``.item()``) that
+                           drain the GPU, with the host work after them
+    allocator_churn        cudaMalloc/cudaFree in the steady state (``empty_cache()``,
+                           changing shapes) and the host work after a draining free
+    launch_overhead        idle between launches: each launch costs more than its kernel
+    cpu_overhead           the training thread's own code while the GPU idles, by NVTX range
+    os_runtime_stall       the training thread inside OS calls (munmap, ...) while the GPU idles
+    exposed_communication  NCCL kernels with no compute kernel running
+    warmup_in_capture      loading CUDA modules (lazy loading, JIT) inside the captured steps
+    profiler_overhead      nsys's own overhead: the measurement, not the workload
+    gpu_idle               idle with no canned fix (work queued but started late, other CUDA
+                           calls), or idle spread over causes none of which reaches its floor
+    numa_binding           training or loader threads ran on a NUMA node other than the GPU's
+    gpu_bound              idle under ``GPU_BOUND_IDLE_RATIO`` of the step and no rule above
+                           its floor: the next gains are in compute
+    capture_incomplete     the trace lacks what a diagnosis needs: fix the capture
 
-Each gain is the time the fix would save as a share of the measured time (the steps' wall
-time when there is a step range, else the GPU span), with the assumptions written into its
-evidence. Recommendations are ordered by that gain; ``gpu_bound`` is given, first, only when
-no input-side fix would save at least ``MIN_GAIN_RATIO``.
+A rule is listed only when its gain reaches ``MIN_GAIN_RATIO`` of the measured time, so a few
+small copies never lead (their time is a sliver of the step); ``pinned_memory`` also asks to
+batch copies that average under ``MIN_COPY_BYTES``, and a read-back under the account's
+``READBACK_MIN_BYTES`` is a synchronization (``host_sync``), not a ``device_to_host`` copy.
+Recommendations are ordered by the time they save; ``gpu_bound`` comes
+first when it applies. ``capture_incomplete`` leads only when there is no GPU data to
+diagnose; otherwise it comes last, after the verdict the GPU data supports.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from nsysprobe.analyses.account import Account
 from nsysprobe.analyses.cpu_placement import CpuPlacementResult
-from nsysprobe.analyses.gaps import GapsResult
 from nsysprobe.analyses.health import Finding
-from nsysprobe.analyses.overlap import OverlapResult
-from nsysprobe.analyses.steps import StepsResult
 from nsysprobe.analyses.transfers import TransfersResult
 
 MIN_GAIN_RATIO = 0.03
+GPU_BOUND_IDLE_RATIO = 0.10
+# NVIDIA's cuda_memcpy_sync rule leaves out host-to-device copies of 64,000 bytes or less.
+MIN_COPY_BYTES = 64_000
 # With no pinned copy in the trace to measure, pinned copies are assumed to run at least this
 # many times faster than the pageable ones seen (pageable copies stage through a bounce buffer).
 PINNED_SPEEDUP_ASSUMED = 2.0
@@ -41,9 +60,6 @@ PINNED_SPEEDUP_ASSUMED = 2.0
 # way to measure the remote penalty in one trace, the gain is that figure scaled by the share
 # of run time spent off the GPU's node.
 NUMA_TIME_SAVED_WHEN_REMOTE = 1 - 1.04 / 1.24
-
-_LOADING = re.compile(r"get|load|fetch|next|data|batch|input|read|decode|augment|sample", re.I)
-_COPYING = re.compile(r"copy|h2d|htod|transfer|to_device|to device|upload", re.I)
 
 
 @dataclass(frozen=True)
@@ -60,49 +76,31 @@ class Recommendation:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the diagnosis reads; each analysis may be missing (None)."""
+    """What the diagnosis reads; each part may be missing (None)."""
 
-    gaps: GapsResult | None
+    account: Account | None
     transfers: TransfersResult | None
-    overlap: OverlapResult | None
-    steps: StepsResult | None
     placement: CpuPlacementResult | None
     health: tuple[Finding, ...]
-    loader_processes: int  # processes other than the GPU processes that ran traced work
-
-
-def measured_ns(ev: Evidence) -> int:
-    if ev.steps is not None and ev.steps.count:
-        return sum(r.wall_ns for r in ev.steps.rows)
-    if ev.gaps is not None and ev.gaps.devices:
-        return max(d.span_ns for d in ev.gaps.devices)
-    return 0
-
-
-def is_loading_range(name: str | None) -> bool:
-    return bool(name) and bool(_LOADING.search(name)) and not _COPYING.search(name)
 
 
 def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
-    base = measured_ns(ev)
-    recs: list[Recommendation] = []
+    a = ev.account
     health_ids = {f.id for f in ev.health}
-    blocking = health_ids & {"capture_not_started", "no_gpu_activity"}
-    if blocking or "nvtx_missing" in health_ids:
-        recs.append(_capture_incomplete(ev, bool(blocking)))
-    if blocking or base <= 0:
-        return tuple(recs)
-
-    for rule in (_loading, _pinned, _pipelining, _numa, _host_sync, _launch):
-        rec = rule(ev, base)
-        if rec is not None and rec.saved_ns > 0:
-            recs.append(rec)
+    blocking = bool(health_ids & {"capture_not_started", "no_gpu_activity"})
+    incomplete = _capture_incomplete(ev, blocking) if _capture_problems(ev) else None
+    if blocking or a is None or a.wall_ns <= 0:
+        return (incomplete,) if incomplete else ()
+    recs = [
+        r
+        for rule in RULES
+        if (r := rule(ev, a)) is not None and r.expected_gain_ratio >= MIN_GAIN_RATIO
+    ]
     recs.sort(key=lambda r: -r.saved_ns)
-    top_gain = max((r.expected_gain_ratio for r in recs if r.id != "capture_incomplete"), default=0)
-    if top_gain < MIN_GAIN_RATIO:
-        first = [r for r in recs if r.id == "capture_incomplete"]
-        rest = [r for r in recs if r.id != "capture_incomplete"]
-        recs = [*first, _gpu_bound(ev, top_gain), *rest]
+    if not recs:
+        recs = [_gpu_bound(a) if a.idle_ratio < GPU_BOUND_IDLE_RATIO else _spread_idle(a)]
+    if incomplete is not None:
+        recs.append(incomplete)
     return tuple(recs)
 
 
@@ -110,8 +108,424 @@ def _ratio(ns: float, base: int) -> float:
     return max(0.0, min(1.0, ns / base)) if base else 0.0
 
 
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms"
+
+
+def _top(a: Account, *names: str, n: int = 3) -> str:
+    details = sorted(
+        (d for name in names if (b := a.bucket(name)) for d in b.details), key=lambda d: -d.ns
+    )
+    return ", ".join(f"{d.name} {_ms(d.ns)}" for d in details[:n]) or "none recorded"
+
+
+def _evidence(a: Account, *names: str, **extra) -> dict:
+    out: dict[str, float | int | str] = {
+        "account": f"process {a.pid}, GPU {a.device_id}",
+        "steps": a.step_count,
+        "measured_ns": a.wall_ns,
+        "buckets": ", ".join(names),
+    }
+    for name in names:
+        out[f"{name}_ns"] = a.ns(name)
+        b = a.bucket(name)
+        out[f"{name}_median_per_step_ns"] = b.median_ns if b else 0
+    out["details"] = _top(a, *names)
+    out.update(extra)
+    return out
+
+
+def _rec(
+    a: Account,
+    id: str,
+    title: str,
+    names: tuple[str, ...],
+    reason: str,
+    advice: str,
+    saved: float | None = None,
+    **extra,
+) -> Recommendation | None:
+    total = sum(a.ns(n) for n in names)
+    saved = total if saved is None else min(saved, total)
+    if saved <= 0:
+        return None
+    return Recommendation(
+        id=id,
+        title=title,
+        reason=reason,
+        expected_gain_ratio=_ratio(saved, a.wall_ns),
+        saved_ns=int(saved),
+        advice=advice,
+        evidence=_evidence(a, *names, **extra),
+        thresholds={"min_gain_ratio": MIN_GAIN_RATIO},
+    )
+
+
+def _share(a: Account, *names: str) -> str:
+    return f"{_ratio(sum(a.ns(n) for n in names), a.wall_ns):.0%}"
+
+
+def _loading(ev: Evidence, a: Account) -> Recommendation | None:
+    own, wait = a.ns("loading"), a.ns("loader_wait")
+    names = ("loading", "loader_wait")
+    idle = f"the GPU sat idle {_ms(own + wait)} ({_share(a, *names)} of the step time) while"
+    if own >= wait:
+        title = "Load batches in worker processes"
+        reason = f"{idle} the training thread produced batches itself ({_top(a, 'loading')})"
+        advice = (
+            "load batches in DataLoader worker processes: DataLoader(..., num_workers=N) with N "
+            "up to the CPU cores per GPU, persistent_workers=True"
+        )
+    else:
+        title = "Load batches faster: the training thread waits for the loader"
+        workers = (
+            f"{a.loader_processes} loader worker process(es)"
+            if a.loader_processes
+            else "the loader"
+        )
+        reason = (
+            f"{idle} the training thread waited for batches from {workers} "
+            f"({_top(a, 'loader_wait')})"
+        )
+        advice = (
+            "the workers cannot keep up: raise num_workers (and prefetch_factor), or make "
+            "per-sample work cheaper (decode once, cache, move augmentation to the GPU)"
+        )
+    return _rec(
+        a,
+        "multiprocess_loading",
+        title,
+        names,
+        reason,
+        advice,
+        loader_processes=a.loader_processes,
+    )
+
+
+PAGEABLE_HTOD = "memcpy HtoD Pageable"
+
+
+def _pinned_applies(ev: Evidence, a: Account) -> bool:
+    t = ev.transfers
+    return bool(t is not None and t.pageable_htod_count and a.ns(PAGEABLE_HTOD))
+
+
+def _pinned(ev: Evidence, a: Account) -> Recommendation | None:
+    t = ev.transfers
+    if not _pinned_applies(ev, a):
+        return None
+    bucket = PAGEABLE_HTOD
+    mean_bytes = t.pageable_htod_bytes / t.pageable_htod_count
+    pageable_gbps = t.pageable_htod_bytes / t.pageable_htod_ns if t.pageable_htod_ns else 0.0
+    if t.pinned_htod_gbps:
+        pinned_gbps, source = t.pinned_htod_gbps, "measured on pinned copies in this trace"
+    else:
+        pinned_gbps = pageable_gbps * PINNED_SPEEDUP_ASSUMED
+        source = f"assumed {PINNED_SPEEDUP_ASSUMED:g}x the pageable rate"
+    pinned_gbps = max(pinned_gbps, pageable_gbps)
+    kept = pageable_gbps / pinned_gbps if pinned_gbps else 1.0
+    # The exposed copy time shrinks to the pinned rate's share; the blocking goes.
+    saved = a.ns(bucket) * (1 - kept) + a.ns("blocking_copy")
+    small = mean_bytes < MIN_COPY_BYTES
+    return _rec(
+        a,
+        "pinned_memory",
+        "Pin host memory and copy with non_blocking=True",
+        (bucket, "blocking_copy"),
+        (
+            f"{t.pageable_htod_count} host-to-device copies ({t.pageable_htod_bytes / 1e9:.2f} "
+            f"GB, {mean_bytes / 1e6:.2f} MB each on average) came from pageable memory at "
+            f"{pageable_gbps:.1f} GB/s; {_ms(a.ns(bucket))} of copy time ran with no kernel "
+            f"({_share(a, bucket)} of the step time) and the thread was blocked in them"
+        ),
+        (
+            "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); pinned "
+            "copies run faster and no longer block the CPU"
+            + (
+                "; batch the small copies into one (collate on the host, one .to())"
+                if small
+                else ""
+            )
+        ),
+        saved=saved,
+        pageable_gbps=round(pageable_gbps, 3),
+        pinned_gbps=round(pinned_gbps, 3),
+        pinned_gbps_source=source,
+        mean_copy_bytes=int(mean_bytes),
+    )
+
+
+def _pipelining(ev: Evidence, a: Account) -> Recommendation | None:
+    t = ev.transfers
+    bucket = "memcpy HtoD Pinned"
+    if t is None or not a.ns(bucket):
+        return None
+    return _rec(
+        a,
+        "stream_pipelining",
+        "Copy the next batch while this one computes",
+        (bucket,),
+        (
+            f"{_ms(a.ns(bucket))} of pinned host-to-device copy time ran with no kernel "
+            f"running ({_share(a, bucket)} of the step time): copies and compute take turns"
+        ),
+        (
+            "issue copies on a separate torch.cuda.Stream and make the compute stream "
+            "wait_stream() on it, or wrap the loader in a CUDA prefetcher that copies batch N+1 "
+            "while batch N computes"
+        ),
+    )
+
+
+def _dtoh_buckets(a: Account) -> tuple[str, ...]:
+    return tuple(b.name for b in a.buckets if b.name.startswith("memcpy DtoH"))
+
+
+def _device_to_host(ev: Evidence, a: Account) -> Recommendation | None:
+    r = a.readbacks
+    if not r.count:
+        return None
+    names = ("readback", *_dtoh_buckets(a))
+    return _rec(
+        a,
+        "device_to_host",
+        "Keep the work on the GPU instead of reading it back",
+        names,
+        (
+            f"{r.count} blocking device-to-host copies ({r.median_bytes / 1e6:.1f} MB each, "
+            f"median) drained the GPU, which then sat idle while the host worked on the data: "
+            f"{_ms(a.ns('readback'))} idle and {_ms(sum(a.ns(n) for n in names[1:]))} of "
+            f"exposed copy time ({_share(a, *names)} of the step time)"
+        ),
+        (
+            "compute the statistic on the GPU (torch ops instead of numpy) and read back only "
+            "the result, or copy with .to('cpu', non_blocking=True) into pinned memory and use "
+            "it a step later, off the critical path"
+        ),
+        readbacks=r.count,
+        readback_median_bytes=r.median_bytes,
+    )
+
+
+def _host_sync(ev: Evidence, a: Account) -> Recommendation | None:
+    # Blocking copies that are not pageable batch copies are synchronizations too.
+    names = ("sync",) if _pinned_applies(ev, a) else ("sync", "blocking_copy")
+    return _rec(
+        a,
+        "host_sync",
+        "Remove synchronizations from the step",
+        names,
+        (
+            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
+            f"step time) after synchronizing calls drained it: {_top(a, *names)}"
+        ),
+        (
+            "avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() inside the step; "
+            "accumulate losses on the GPU and read them every N steps; make small tensors on "
+            "the GPU instead of copying them from the host; "
+            "torch.cuda.set_sync_debug_mode('warn') finds them"
+        ),
+    )
+
+
+def _allocator(ev: Evidence, a: Account) -> Recommendation | None:
+    return _rec(
+        a,
+        "allocator_churn",
+        "Stop freeing and reallocating GPU memory every step",
+        ("allocator",),
+        (
+            f"the GPU sat idle {_ms(a.ns('allocator'))} ({_share(a, 'allocator')} of the step "
+            f"time) in memory allocation and release: {_top(a, 'allocator')} (cudaFree waits "
+            f"for the GPU to finish)"
+        ),
+        (
+            "drop torch.cuda.empty_cache() from the loop, keep tensor shapes static (pad or "
+            "bucket variable lengths), and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        ),
+    )
+
+
+def _launch(ev: Evidence, a: Account) -> Recommendation | None:
+    return _rec(
+        a,
+        "launch_overhead",
+        "Launch fewer, larger kernels",
+        ("launch",),
+        (
+            f"the GPU sat idle {_ms(a.ns('launch'))} ({_share(a, 'launch')} of the step time) "
+            f"between kernel launches: each launch takes longer than the kernel it queues"
+        ),
+        (
+            "capture the step in a CUDA graph (torch.cuda.graphs, "
+            "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), or use "
+            "larger batches and layers"
+        ),
+    )
+
+
+def _cpu(ev: Evidence, a: Account) -> Recommendation | None:
+    b = a.bucket("cpu")
+    where = b.details[0].name if b and b.details else "its code"
+    return _rec(
+        a,
+        "cpu_overhead",
+        "Move the training thread's own work off the critical path",
+        ("cpu",),
+        (
+            f"the GPU sat idle {_ms(a.ns('cpu'))} ({_share(a, 'cpu')} of the step time) while "
+            f"the training thread ran its own code, mostly in '{where}' ({_top(a, 'cpu')})"
+        ),
+        (
+            f"make '{where}' cheaper or run it less often (every N steps, in another thread or "
+            "process), or queue the next step's GPU work before it"
+        ),
+        range=where,
+    )
+
+
+def _os(ev: Evidence, a: Account) -> Recommendation | None:
+    names = ("os_call", "os_wait")
+    return _rec(
+        a,
+        "os_runtime_stall",
+        "The training thread stalls in OS calls",
+        names,
+        (
+            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
+            f"step time) while the training thread was inside OS calls: {_top(a, *names)}"
+        ),
+        (
+            "munmap/mmap: large buffers returned to the OS and mapped again each step: reuse "
+            "buffers, pin once, or raise MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_; "
+            "waits: find what the thread waits for in the calls listed"
+        ),
+    )
+
+
+def _communication(ev: Evidence, a: Account) -> Recommendation | None:
+    return _rec(
+        a,
+        "exposed_communication",
+        "Hide communication behind compute",
+        ("communication",),
+        (
+            f"NCCL kernels ran {_ms(a.ns('communication'))} with no compute kernel running "
+            f"({_share(a, 'communication')} of the step time; "
+            f"{_ms(a.communication_overlapped_ns)} of {_ms(a.communication_ns)} overlapped)"
+        ),
+        (
+            "DDP: tune bucket_cap_mb, gradient_as_bucket_view=True, no_sync() for gradient "
+            "accumulation; FSDP: forward/backward prefetch; fewer, larger collectives"
+        ),
+        communication_ns=a.communication_ns,
+        communication_overlapped_ns=a.communication_overlapped_ns,
+    )
+
+
+def _warmup(ev: Evidence, a: Account) -> Recommendation | None:
+    return _rec(
+        a,
+        "warmup_in_capture",
+        "Capture steady-state steps, after warm-up",
+        ("module_loading",),
+        (
+            f"the GPU sat idle {_ms(a.ns('module_loading'))} ({_share(a, 'module_loading')} of "
+            f"the time) while CUDA loaded modules ({_top(a, 'module_loading')}): start-up work, "
+            f"not the steady state"
+        ),
+        (
+            "start the capture after a few warm-up steps (torch.cuda.profiler.start() with "
+            "nsys profile --capture-range=cudaProfilerApi); CUDA_MODULE_LOADING=EAGER moves "
+            "module loading to start-up"
+        ),
+    )
+
+
+def _overhead(ev: Evidence, a: Account) -> Recommendation | None:
+    return _rec(
+        a,
+        "profiler_overhead",
+        "Much of the idle is nsys's own overhead: capture with less instrumentation",
+        ("profiler_overhead",),
+        (
+            f"nsys's own overhead (buffer flushes, instrumentation) covers "
+            f"{_ms(a.ns('profiler_overhead'))} of idle ({_share(a, 'profiler_overhead')} of the "
+            f"step time): the measurement, not the workload"
+        ),
+        (
+            "capture fewer event kinds or a shorter range (e.g. --trace=cuda,nvtx), or "
+            "--flush-on-cudaprofilerstop=false; compare with unprofiled steps/s"
+        ),
+    )
+
+
+def _other_idle(ev: Evidence, a: Account) -> Recommendation | None:
+    names = ("queued", "cuda_api")
+    return _rec(
+        a,
+        "gpu_idle",
+        "The GPU idles with no canned fix",
+        names,
+        (
+            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
+            f"step time) with work already queued but started late (dependencies between "
+            f"streams, cudaStreamWaitEvent, scheduling) or in other CUDA calls: "
+            f"{_top(a, *names)}"
+        ),
+        "no canned fix: look at the streams and events around these gaps in the timeline",
+    )
+
+
+def _spread_idle(a: Account) -> Recommendation:
+    idle = [b for b in a.buckets if b.kind == "idle"]
+    return Recommendation(
+        id="gpu_idle",
+        title="The GPU idles, for many small reasons",
+        reason=(
+            f"the GPU sat idle {a.idle_ratio:.0%} of the step time, spread over several "
+            f"causes, no fix for one of them saving {MIN_GAIN_RATIO:.0%}: "
+            + ", ".join(f"{b.name} {b.share_ratio:.1%}" for b in idle[:4])
+        ),
+        expected_gain_ratio=0.0,
+        saved_ns=0,
+        advice="no single fix: see the step account for where the idle time goes",
+        evidence=_evidence(a, *(b.name for b in idle)),
+        thresholds={"min_gain_ratio": MIN_GAIN_RATIO, "gpu_bound_idle_ratio": GPU_BOUND_IDLE_RATIO},
+    )
+
+
+def _gpu_bound(a: Account) -> Recommendation:
+    return Recommendation(
+        id="gpu_bound",
+        title="The GPU is fed: optimize compute next",
+        reason=(
+            f"the GPU was busy {1 - a.idle_ratio:.0%} of the step time (idle "
+            f"{a.idle_ratio:.1%}, under {GPU_BOUND_IDLE_RATIO:.0%}) and no other fix would save "
+            f"{MIN_GAIN_RATIO:.0%} or more"
+        ),
+        expected_gain_ratio=0.0,
+        saved_ns=0,
+        advice=(
+            "profile the kernels (Nsight Compute), use mixed precision (torch.autocast), "
+            "channels_last, torch.compile, or a larger batch"
+        ),
+        evidence={
+            "account": f"process {a.pid}, GPU {a.device_id}",
+            "gpu_busy_ratio": round(1 - a.idle_ratio, 4),
+            "idle_ratio": round(a.idle_ratio, 4),
+            "measured_ns": a.wall_ns,
+        },
+        thresholds={"gpu_bound_idle_ratio": GPU_BOUND_IDLE_RATIO, "min_gain_ratio": MIN_GAIN_RATIO},
+    )
+
+
+def _capture_problems(ev: Evidence) -> list[Finding]:
+    return [f for f in ev.health if f.severity == "warning"]
+
+
 def _capture_incomplete(ev: Evidence, blocking: bool) -> Recommendation:
-    problems = [f for f in ev.health if f.severity == "warning"]
+    problems = _capture_problems(ev)
     return Recommendation(
         id="capture_incomplete",
         title="Fix the capture first" if blocking else "Complete the capture",
@@ -123,129 +537,7 @@ def _capture_incomplete(ev: Evidence, blocking: bool) -> Recommendation:
     )
 
 
-def _loading(ev: Evidence, base: int) -> Recommendation | None:
-    if ev.gaps is None:
-        return None
-    in_process = waiting = 0
-    for c in ev.gaps.by_cause:
-        if not is_loading_range(c.range):
-            continue
-        if c.state in ("cpu", "os_call"):
-            in_process += c.idle_ns
-        elif c.state == "os_wait":
-            waiting += c.idle_ns
-    saved = in_process + waiting
-    if not saved:
-        return None
-    if in_process >= waiting:
-        reason = (
-            f"the GPU sat idle {saved / 1e6:.1f} ms ({_ratio(saved, base):.0%} of the time) "
-            f"while the training thread produced batches itself"
-        )
-        advice = (
-            "load batches in DataLoader worker processes: DataLoader(..., num_workers=N) with N "
-            "up to the CPU cores per GPU, persistent_workers=True"
-        )
-    else:
-        reason = (
-            f"the GPU sat idle {saved / 1e6:.1f} ms ({_ratio(saved, base):.0%} of the time) "
-            f"while the training thread waited for batches from {ev.loader_processes} loader "
-            f"process(es)"
-        )
-        advice = (
-            "the workers cannot keep up: raise num_workers, prefetch_factor, or make "
-            "per-sample work cheaper (decode once, move augmentation to the GPU)"
-        )
-    return Recommendation(
-        id="multiprocess_loading",
-        title="Load batches in worker processes",
-        reason=reason,
-        expected_gain_ratio=_ratio(saved, base),
-        saved_ns=int(saved),
-        advice=advice,
-        evidence={
-            "idle_while_loading_in_process_ns": int(in_process),
-            "idle_while_waiting_for_loader_ns": int(waiting),
-            "loader_processes": ev.loader_processes,
-            "measured_ns": base,
-        },
-        thresholds={"min_gap_ns": ev.gaps.min_gap_ns},
-    )
-
-
-def _pinned(ev: Evidence, base: int) -> Recommendation | None:
-    t = ev.transfers
-    if t is None or not t.pageable_htod_count:
-        return None
-    pageable_gbps = t.pageable_htod_bytes / t.pageable_htod_ns if t.pageable_htod_ns else 0.0
-    if t.pinned_htod_gbps:
-        pinned_gbps, source = t.pinned_htod_gbps, "measured on pinned copies in this trace"
-    else:
-        pinned_gbps = pageable_gbps * PINNED_SPEEDUP_ASSUMED
-        source = f"assumed {PINNED_SPEEDUP_ASSUMED:g}x the pageable rate"
-    pinned_gbps = max(pinned_gbps, pageable_gbps)
-    pinned_ns = t.pageable_htod_bytes / pinned_gbps if pinned_gbps else t.pageable_htod_ns
-    # Pinned copies are also asynchronous: the copy that remains can overlap with compute
-    # once it is issued with non_blocking=True, so the copy time left is an upper bound.
-    saved = t.pageable_htod_ns - pinned_ns
-    return Recommendation(
-        id="pinned_memory",
-        title="Pin host memory and copy with non_blocking=True",
-        reason=(
-            f"{t.pageable_htod_count} host-to-device copies ({t.pageable_htod_bytes / 1e9:.2f} "
-            f"GB) came from pageable memory at {pageable_gbps:.1f} GB/s, taking "
-            f"{t.pageable_htod_ns / 1e6:.1f} ms and blocking the training thread"
-        ),
-        expected_gain_ratio=_ratio(saved, base),
-        saved_ns=int(saved),
-        advice=(
-            "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); pinned "
-            "copies run faster and no longer block the CPU"
-        ),
-        evidence={
-            "pageable_htod_count": t.pageable_htod_count,
-            "pageable_htod_bytes": t.pageable_htod_bytes,
-            "pageable_htod_ns": t.pageable_htod_ns,
-            "pageable_gbps": round(pageable_gbps, 3),
-            "pinned_gbps": round(pinned_gbps, 3),
-            "pinned_gbps_source": source,
-            "measured_ns": base,
-        },
-    )
-
-
-def _pipelining(ev: Evidence, base: int) -> Recommendation | None:
-    o, t = ev.overlap, ev.transfers
-    if o is None or not o.htod_ns:
-        return None
-    if t is not None and t.pageable_htod_count and t.pageable_htod_ns >= 0.5 * o.htod_ns:
-        return None  # pageable copies cannot overlap: pinning comes first
-    saved = o.exposed_ns
-    return Recommendation(
-        id="stream_pipelining",
-        title="Copy the next batch while this one computes",
-        reason=(
-            f"{o.exposed_ns / 1e6:.1f} ms of host-to-device copy time ran with no kernel "
-            f"running ({1 - o.overlap_ratio:.0%} of copy time exposed)"
-        ),
-        expected_gain_ratio=_ratio(saved, base),
-        saved_ns=int(saved),
-        advice=(
-            "issue copies on a separate torch.cuda.Stream and make the compute stream "
-            "wait_stream() on it, or wrap the loader in a CUDA prefetcher that copies batch N+1 "
-            "while batch N computes"
-        ),
-        evidence={
-            "htod_ns": o.htod_ns,
-            "overlapped_ns": o.overlapped_ns,
-            "exposed_ns": o.exposed_ns,
-            "overlap_ratio": round(o.overlap_ratio, 4),
-            "measured_ns": base,
-        },
-    )
-
-
-def _numa(ev: Evidence, base: int) -> Recommendation | None:
+def _numa(ev: Evidence, a: Account) -> Recommendation | None:
     p = ev.placement
     if p is None or p.numa_nodes <= 1 or p.gpu_node is None:
         return None
@@ -259,6 +551,7 @@ def _numa(ev: Evidence, base: int) -> Recommendation | None:
     run = sum(r.run_ns for r in off)
     remote = sum(r.run_ns * (1 - (r.gpu_node_ratio or 0.0)) for r in off)
     remote_ratio = remote / run if run else 0.0
+    base = a.wall_ns
     saved = base * NUMA_TIME_SAVED_WHEN_REMOTE * remote_ratio
     where = "; ".join(
         f"{r.role} {1 - (r.gpu_node_ratio or 0):.0%} off node {p.gpu_node} "
@@ -285,71 +578,19 @@ def _numa(ev: Evidence, base: int) -> Recommendation | None:
     )
 
 
-def _state_ns(ev: Evidence, state: str) -> int:
-    if ev.gaps is None:
-        return 0
-    return sum(c.idle_ns for c in ev.gaps.by_cause if c.state == state)
-
-
-def _host_sync(ev: Evidence, base: int) -> Recommendation | None:
-    saved = _state_ns(ev, "cuda_sync")
-    if not saved:
-        return None
-    return Recommendation(
-        id="host_sync",
-        title="Remove synchronizations from the step",
-        reason=(
-            f"the GPU sat idle {saved / 1e6:.1f} ms while the training thread was inside "
-            f"synchronizing CUDA calls"
-        ),
-        expected_gain_ratio=_ratio(saved, base),
-        saved_ns=int(saved),
-        advice=(
-            "avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() inside the step; "
-            "log losses every N steps; torch.cuda.set_sync_debug_mode('warn') finds them"
-        ),
-        evidence={"idle_in_sync_ns": int(saved), "measured_ns": base},
-        thresholds={"min_gap_ns": ev.gaps.min_gap_ns} if ev.gaps else {},
-    )
-
-
-def _launch(ev: Evidence, base: int) -> Recommendation | None:
-    saved = _state_ns(ev, "cuda_launch")
-    if not saved:
-        return None
-    return Recommendation(
-        id="launch_overhead",
-        title="Launch fewer, larger kernels",
-        reason=(
-            f"the GPU sat idle {saved / 1e6:.1f} ms while the training thread was launching "
-            f"kernels: the GPU outruns the CPU's launches"
-        ),
-        expected_gain_ratio=_ratio(saved, base),
-        saved_ns=int(saved),
-        advice="capture the step in a CUDA graph or use torch.compile(mode='reduce-overhead')",
-        evidence={"idle_in_launch_ns": int(saved), "measured_ns": base},
-        thresholds={"min_gap_ns": ev.gaps.min_gap_ns} if ev.gaps else {},
-    )
-
-
-def _gpu_bound(ev: Evidence, top_gain: float) -> Recommendation:
-    busy = ev.steps.gpu_busy_ratio if ev.steps is not None else None
-    if busy is None and ev.gaps is not None and ev.gaps.devices:
-        busy = max(d.busy_ratio for d in ev.gaps.devices)
-    busy = busy or 0.0
-    return Recommendation(
-        id="gpu_bound",
-        title="The GPU is fed: optimize compute next",
-        reason=(
-            f"the GPU was busy {busy:.0%} of the measured time and no input-side fix would "
-            f"save {MIN_GAIN_RATIO:.0%} or more (largest: {top_gain:.1%})"
-        ),
-        expected_gain_ratio=0.0,
-        saved_ns=0,
-        advice=(
-            "profile the kernels (Nsight Compute), use mixed precision (torch.autocast), "
-            "channels_last, torch.compile, or a larger batch"
-        ),
-        evidence={"gpu_busy_ratio": round(busy, 4), "largest_input_gain_ratio": round(top_gain, 4)},
-        thresholds={"min_gain_ratio": MIN_GAIN_RATIO},
-    )
+RULES = (
+    _loading,
+    _pinned,
+    _pipelining,
+    _device_to_host,
+    _host_sync,
+    _allocator,
+    _launch,
+    _cpu,
+    _os,
+    _communication,
+    _warmup,
+    _overhead,
+    _other_idle,
+    _numa,
+)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from nsysprobe.analyses.account import AccountResult, analyze_account
 from nsysprobe.analyses.cpu_placement import CpuPlacementResult, analyze_cpu_placement
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps, device_gaps
@@ -24,7 +23,7 @@ from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.diagnose import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError
 from nsysprobe.numa.topology import Topology
-from nsysprobe.trace.reader import Trace, pid_of
+from nsysprobe.trace.reader import Trace
 
 SCHEMA_VERSION = 1
 
@@ -55,6 +54,7 @@ class Report:
     osrt: OsrtResult | None
     overlap: OverlapResult | None
     steps: StepsResult | None
+    account: AccountResult | None
     placement: CpuPlacementResult | None
     findings: tuple[Finding, ...]
     recommendations: tuple[Recommendation, ...]
@@ -156,17 +156,16 @@ def analyze_trace(
                 "folder of recorded lscpu/numactl/nvidia-smi outputs)",
             )
         )
+    account = analyze_account(events, step_range) if gpu else None
+    if account is not None and not account.accounts:
+        account = None
     health = analyze_health(events)
     gpu_pids = set().union(*events.device_pids.values()) if events.device_pids else set()
-    traced_pids = set(np.unique(pid_of(events.osrt["globalTid"])).tolist())
     evidence = Evidence(
-        gaps=gaps,
+        account=account.main if account else None,
         transfers=transfers,
-        overlap=overlap,
-        steps=steps,
         placement=placement,
         health=health,
-        loader_processes=len(traced_pids - gpu_pids) if gpu_pids else 0,
     )
     info = TraceInfo(
         path=trace.path.name,
@@ -184,6 +183,7 @@ def analyze_trace(
         osrt=osrt,
         overlap=overlap,
         steps=steps,
+        account=account,
         placement=placement,
         findings=health,
         recommendations=diagnose(evidence),

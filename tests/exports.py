@@ -201,6 +201,45 @@ class Export:
         for t, is_in in ((start, 1), (end, 0)):
             self.row("SCHED_EVENTS", start=t, cpu=cpu, isSchedIn=is_in, globalTid=gtid(pid, tid))
 
+    def overhead(self, start, end, name="CUPTI Buffer flush", tid=MAIN_TID, pid=PID) -> None:
+        """A ``PROFILER_OVERHEAD`` row: nsys's own work on a thread of the process."""
+        self.row(
+            "PROFILER_OVERHEAD",
+            start=start,
+            end=end,
+            globalTid=gtid(pid, tid),
+            nameId=self.sid(name),
+            returnValue=0,
+        )
+
+    def graph(
+        self, start, end, device=0, stream=7, graph_id=1, launch_span=None, pid=PID, tid=MAIN_TID
+    ) -> None:
+        """A CUDA graph replay recorded whole (``CUPTI_ACTIVITY_KIND_GRAPH_TRACE``); with
+        ``launch_span`` also the cudaGraphLaunch call issuing it."""
+        corr = self.next_corr()
+        if launch_span is not None:
+            self.api(*launch_span, "cudaGraphLaunch_v10000", corr=corr, pid=pid, tid=tid)
+        self.row(
+            "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+            start=start,
+            end=end,
+            deviceId=device,
+            contextId=1,
+            streamId=stream,
+            graphId=graph_id,
+            graphExecId=graph_id,
+            correlationId=corr,
+            globalPid=gpid(pid),
+        )
+
+    def memcpy_kind_enum(self) -> None:
+        """The ``ENUM_CUDA_MEMCPY_OPER`` table real exports (2023.4 and later) carry."""
+        kinds = ["UNKNOWN", "HTOD", "DTOH", "HTOA", "ATOH", "ATOA", "ATOD", "DTOA", "DTOD"]
+        kinds += ["HTOH", "PTOP", "UVM_HTOD", "UVM_DTOH", "UVM_DTOD"]
+        for i, k in enumerate(kinds):
+            self.row("ENUM_CUDA_MEMCPY_OPER", id=i, name=f"CUDA_MEMCPY_KIND_{k}", label=k)
+
     def thread_name(self, name, tid=MAIN_TID, pid=PID):
         self.row("ThreadNames", nameId=self.sid(name), priority=0, globalTid=gtid(pid, tid))
 

@@ -16,12 +16,13 @@ import pandas as pd
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.trace.reader import Trace, pid_of
 
-_API_VERSION = re.compile(r"_v\d+$")
+# ``cudaLaunchKernel_v7000``, ``cudaMemcpyAsync_ptsz_v7000`` (per-thread default stream).
+_API_VERSION = re.compile(r"(?:_pt(?:sz|ds))?(?:_v\d+)?$")
 _DIGITS = re.compile(r"\d+")
 
 
 def api_name(raw: str) -> str:
-    """``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``."""
+    """``cudaMemcpyAsync_v3020`` and ``cudaMemcpyAsync_ptsz_v7000`` -> ``cudaMemcpyAsync``."""
     return _API_VERSION.sub("", raw)
 
 
@@ -39,6 +40,8 @@ class Events:
     runtime: pd.DataFrame
     osrt: pd.DataFrame
     nvtx: pd.DataFrame
+    graphs: pd.DataFrame  # CUDA graph replays recorded whole: busy time with no kernel rows
+    overhead: pd.DataFrame  # nsys's own overhead on the profiled threads
     dropped: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -50,6 +53,8 @@ class Events:
             "runtime": trace.runtime(),
             "osrt": trace.osrt(),
             "nvtx": trace.nvtx_ranges(),
+            "graphs": trace.graph_launches(),
+            "overhead": trace.profiler_overhead(),
         }
         dropped = {k: int(v.attrs.get("dropped", 0)) for k, v in frames.items()}
         return cls(trace=trace, dropped={k: v for k, v in dropped.items() if v}, **frames)
@@ -71,17 +76,19 @@ class Events:
             runtime=own(self.runtime, "globalTid"),
             osrt=own(self.osrt, "globalTid"),
             nvtx=own(self.nvtx, "globalTid"),
+            graphs=own(self.graphs, "globalPid"),
+            overhead=own(self.overhead, "globalTid"),
             dropped=self.dropped,
         )
 
     @property
     def has_gpu_activity(self) -> bool:
-        return bool(len(self.kernels) or len(self.memcpy) or len(self.memset))
+        return bool(len(self.kernels) or len(self.memcpy) or len(self.memset) or len(self.graphs))
 
     @cached_property
     def device_ids(self) -> list[int]:
         ids = set()
-        for df in (self.kernels, self.memcpy, self.memset):
+        for df in (self.kernels, self.memcpy, self.memset, self.graphs):
             ids.update(pd.unique(df["deviceId"].to_numpy()).tolist())
         return sorted(int(d) for d in ids)
 
@@ -89,8 +96,13 @@ class Events:
     def _device_unions(self) -> dict[int, dict[str, iv.Intervals]]:
         out = {}
         for dev in self.device_ids:
-            k, c, s = (_on_device(f, dev) for f in (self.kernels, self.memcpy, self.memset))
-            kernel_u = iv.union(k["start"], k["end"])
+            k, c, s, g = (
+                _on_device(f, dev) for f in (self.kernels, self.memcpy, self.memset, self.graphs)
+            )
+            # A graph replay recorded whole runs kernels that have no rows of their own.
+            kernel_u = iv.union(
+                np.concatenate([k["start"], g["start"]]), np.concatenate([k["end"], g["end"]])
+            )
             copy_u = iv.union(c["start"], c["end"])
             htod = c["copyKind"] == 1
             # Busy is the union of the three unions: the same time, far fewer intervals.
@@ -124,7 +136,7 @@ class Events:
     def device_pids(self) -> dict[int, set[int]]:
         """device -> the processes that ran work on it."""
         out: dict[int, set[int]] = {}
-        for df in (self.kernels, self.memcpy, self.memset):
+        for df in (self.kernels, self.memcpy, self.memset, self.graphs):
             if len(df):
                 # One integer per (device, process) pair: pid_of takes bits 24-47.
                 pairs = (df["deviceId"].to_numpy() << 24) | pid_of(df["globalPid"])
@@ -169,6 +181,8 @@ class Events:
         return self.trace.thread_names()
 
     def thread_label(self, global_tid: int) -> str:
+        if global_tid < 0:
+            return "no thread known (no CUDA API calls traced)"
         tid = int(global_tid) & 0xFFFFFF
         pid = (int(global_tid) >> 24) & 0xFFFFFF
         name = self.thread_names.get(int(global_tid))

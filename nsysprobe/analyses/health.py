@@ -11,6 +11,16 @@ Checks, each with its fix:
 - ``no_osrt``: OS-runtime calls were not traced (``--trace=osrt``).
 - ``rows_skipped``: rows with a missing, reversed or malformed interval (not integers, or
   timestamps out of range) were skipped.
+- ``cuda_records_dropped``: nsys says CUDA was traced in hardware and records were dropped
+  (``DIAGNOSTIC_EVENT``, nsys 2026.x on some GPUs): kernels or memsets may be missing, so busy
+  time reads low; ``-t cuda-sw`` restores them.
+- ``no_cuda_api``: GPU work but no CUDA API calls (the runtime table is missing or empty):
+  idle time cannot be tied to the CPU's calls.
+- ``cuda_graphs_whole``: CUDA graph replays were recorded whole
+  (``CUPTI_ACTIVITY_KIND_GRAPH_TRACE``): each counts as busy, but the kernels inside are not
+  in the trace (``--cuda-graph-trace=node`` records them).
+
+Findings inform; only the lack of any GPU data stops the diagnosis.
 """
 
 from __future__ import annotations
@@ -71,9 +81,10 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
     nvtx_asked = (requested is not None and "nvtx" in requested) or domain_rows > 0
     if nvtx_asked and not ranges:
         version = trace.nsys_version or "unknown"
+        # Domain rows with no range are the signature of nvtx >= 0.2.12 under nsys 2023.x.
         cause = (
             "the Python nvtx package 0.2.12 and later records no ranges under nsys 2023.x"
-            if version.startswith("2023") or domain_rows
+            if domain_rows
             else "the workload emitted no NVTX ranges"
         )
         found.append(
@@ -96,6 +107,38 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "profile with --trace=cuda,nvtx,osrt",
             )
         )
+    dropped = trace.diagnostics(["%ardware tracing%", "%events dropped%", "%records dropped%"])
+    lost = [t for t in dropped if "dropped" in t.lower()]
+    if lost:
+        found.append(
+            Finding(
+                "cuda_records_dropped",
+                "warning",
+                f"nsys reports dropped CUDA records ({_first_line(lost[0])}): kernels or memsets "
+                f"may be missing, so GPU busy time reads low",
+                "profile with -t cuda-sw (software CUDA tracing) instead of hardware tracing",
+            )
+        )
+    if events.has_gpu_activity and not len(events.runtime):
+        found.append(
+            Finding(
+                "no_cuda_api",
+                "warning",
+                "GPU work was recorded but no CUDA API calls: idle time cannot be tied to what "
+                "the CPU was doing, so its causes read as the thread's own code",
+                "profile with --trace=cuda (and keep CUPTI_ACTIVITY_KIND_RUNTIME in the export)",
+            )
+        )
+    if len(events.graphs):
+        found.append(
+            Finding(
+                "cuda_graphs_whole",
+                "info",
+                f"{len(events.graphs):,} CUDA graph replays were recorded whole: each counts as "
+                f"GPU busy, but the kernels inside them are not in the trace",
+                "profile with --cuda-graph-trace=node to see the kernels inside the graphs",
+            )
+        )
     if events.dropped:
         detail = ", ".join(f"{n} {k}" for k, n in sorted(events.dropped.items()))
         found.append(
@@ -108,3 +151,8 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
             )
         )
     return tuple(found)
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:120]

@@ -119,3 +119,120 @@ def overlap_pairs(starts, ends, seg_starts, seg_ends) -> tuple[np.ndarray, np.nd
     )
     keep = overlap > 0
     return interval_idx[keep], seg_idx[keep], overlap[keep]
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (a sort and a compare: numpy's hashing unique is several
+    times slower on millions of int64 timestamps)."""
+    v = np.sort(values)
+    if v.size < 2:
+        return v
+    keep = np.empty(v.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(v[1:], v[:-1], out=keep[1:])
+    return v[keep]
+
+
+def partition(layers: list[Intervals]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split the union of several layers of disjoint sorted intervals into disjoint sorted
+    segments, each labeled with the first layer (in list order) that covers it.
+
+        layer 0:   [=====)
+        layer 1:      [=======)      [==)
+        segments:  [00000)[111)      [11)
+
+    Returns (starts, ends, layer index); time no layer covers is left out.
+    """
+    empty = np.empty(0, np.int64)
+    points = [np.concatenate([s, e]) for s, e in layers if s.size]
+    if not points:
+        return empty, empty, empty
+    bounds = sorted_unique(np.concatenate(points))
+    seg_s, seg_e = bounds[:-1], bounds[1:]
+    label = np.full(seg_s.size, -1, dtype=np.int64)
+    for k in range(len(layers) - 1, -1, -1):  # the first layer written last wins
+        s, e = layers[k]
+        if not s.size:
+            continue
+        i = np.searchsorted(s, seg_s, side="right") - 1
+        inside = (i >= 0) & (e[np.clip(i, 0, None)] > seg_s)
+        label[inside] = k
+    keep = label >= 0
+    return seg_s[keep], seg_e[keep], label[keep]
+
+
+def split_at(starts: np.ndarray, ends: np.ndarray, points) -> tuple[np.ndarray, ...]:
+    """Cut disjoint sorted segments at every point strictly inside one of them.
+
+    Returns (starts, ends, origin): the pieces in order and the index of the segment each
+    came from.
+    """
+    n = starts.size
+    pts = sorted_unique(np.asarray(points, dtype=np.int64))
+    idx = np.searchsorted(starts, pts, side="right") - 1
+    safe = np.clip(idx, 0, None)
+    inside = (idx >= 0) & (pts > starts[safe]) & (pts < ends[safe]) if n else idx < -1
+    pts, idx = pts[inside], idx[inside]
+    piece_s = np.concatenate([starts, pts])
+    origin = np.concatenate([np.arange(n), idx])
+    order = np.argsort(piece_s, kind="stable")
+    piece_s, origin = piece_s[order], origin[order]
+    piece_e = np.empty_like(piece_s)
+    piece_e[:-1] = piece_s[1:]
+    last = np.ones(piece_s.size, dtype=bool)
+    last[:-1] = origin[1:] != origin[:-1]
+    piece_e[last] = ends[origin[last]]
+    return piece_s, piece_e, origin
+
+
+def outermost_cover(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per point, the index of the earliest-starting interval holding it, or -1.
+
+    ``starts`` must be sorted; the intervals may nest or overlap. An interval holds the
+    points in [start, end).
+    """
+    if not starts.size:
+        return np.full(points.size, -1, dtype=np.int64)
+    running_end = np.maximum.accumulate(ends)
+    # The first interval whose running end passes the point is the first that ends after it.
+    j = np.searchsorted(running_end, points, side="right")
+    ok = j < starts.size
+    ok[ok] = starts[j[ok]] <= points[ok]
+    return np.where(ok, j, -1)
+
+
+def innermost_cover(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per point, the index of the innermost interval holding it, or -1, for intervals that
+    nest (NVTX push/pop ranges on one thread); ``starts`` need not be sorted.
+
+    The innermost interval at a point at nesting depth d is the latest one started at depth d
+    before it; intervals that overlap without nesting fall back to the outermost one.
+    """
+    held = np.flatnonzero(ends > starts)  # an empty interval holds no point
+    if held.size < starts.size:
+        found = innermost_cover(starts[held], ends[held], points)
+        return np.where(found >= 0, held[np.clip(found, 0, None)], -1)
+    n = starts.size
+    if not n:
+        return np.full(points.size, -1, dtype=np.int64)
+    order = np.lexsort((-ends, starts))  # by start, the longer (outer) one first on ties
+    s, e = starts[order], ends[order]
+    sorted_ends = np.sort(e)
+    rank = np.arange(n, dtype=np.int64)
+    level = rank + 1 - np.searchsorted(sorted_ends, s, side="right")
+    key = level * n + rank
+    by_key = np.argsort(key, kind="stable")
+    keys = key[by_key]
+    below = np.searchsorted(s, points, side="right")  # ranges started at or before the point
+    depth = below - np.searchsorted(sorted_ends, points, side="right")
+    q = np.searchsorted(keys, depth * n + below - 1, side="right") - 1
+    safe = np.clip(q, 0, None)
+    found = by_key[safe]
+    ok = (depth > 0) & (q >= 0) & (keys[safe] // n == depth)
+    ok &= (s[found] <= points) & (e[found] > points)
+    out = np.where(ok, order[found], -1)
+    missing = (depth > 0) & ~ok
+    if missing.any():
+        outer = outermost_cover(s, e, points[missing])
+        out[missing] = np.where(outer >= 0, order[np.clip(outer, 0, None)], -1)
+    return out

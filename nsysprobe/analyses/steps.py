@@ -3,10 +3,11 @@
 The step range is the top-level NVTX range (one no other range on its thread encloses) that
 repeats: its name with numbers masked (``Batch 12`` -> ``Batch #``) occurs at least twice on
 one thread, and those ranges cover at least half the time from the first to the last (steps
-follow one another). Names with a step word (step, iteration, batch, epoch, train) win, then
-numbered names, then the pattern covering the most time; PyTorch's per-operator ranges
-(``aten::...``) are never steps. ``--step-range
-NAME`` picks it instead (an exact name, or a pattern such as ``Batch #``).
+follow one another). Names with a step word (step, iteration, batch, train) win, then
+numbered names, then the pattern covering the most time; when no top-level range is named like
+a step, a repeating step-named range below the top level (inside an ``epoch`` range) is
+taken. PyTorch's per-operator ranges (``aten::...``) are never steps. ``--step-range NAME``
+picks it instead (an exact name, or a pattern such as ``Batch #``).
 
 Per step: wall time (the range's length), GPU busy time (the **union** of GPU work on every
 device intersected with the step's window), GPU idle time (wall minus busy), and the CPU time
@@ -20,6 +21,7 @@ Over many steps the busy share is right; a single step's split is approximate.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +34,8 @@ from nsysprobe.errors import InputError
 ROWS_LISTED = 10_000
 # Steps follow one another: together they cover most of the time from the first to the last.
 MIN_STEP_COVERAGE = 0.5
-_STEP_WORD = r"(?i)\b(?:step|iter|iteration|batch|epoch|train)"
+# (an ``epoch`` is not a step: one holds thousands of them)
+_STEP_WORD = r"(?i)\b(?:step|iter|iteration|batch|train)"
 # Ranges PyTorch's autograd profiler emits per operator (``aten::mul, seq = 3, op_id = 7``).
 _OP_RANGE = r"^aten::|op_id = |, seq = "
 
@@ -92,8 +95,18 @@ def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
     return mask
 
 
-def analyze_steps(events: Events, step_range: str | None = None) -> StepsResult | None:
-    """The per-step breakdown, or None when no repeating top-level range exists."""
+@dataclass(frozen=True)
+class StepRanges:
+    """The step ranges themselves: one thread's ranges of one pattern, in time order."""
+
+    pattern: str
+    thread: int  # globalTid
+    ranges: pd.DataFrame  # start, end, name, ... sorted by start
+    all_ranges: pd.DataFrame  # every NVTX range of the events, with its ``pattern``
+
+
+def find_steps(events: Events, step_range: str | None = None) -> StepRanges | None:
+    """The step ranges (see the module docstring), or None when no top-level range repeats."""
     ranges = events.nvtx
     if not len(ranges):
         if step_range:
@@ -105,11 +118,29 @@ def analyze_steps(events: Events, step_range: str | None = None) -> StepsResult 
     ranges = ranges.assign(pattern=ranges["name"].map(range_pattern))
     tops = ranges[top_level(ranges, "globalTid")]
     chosen = _choose_pattern(tops, step_range)
+    if not step_range and (chosen is None or not _is_step_word(chosen)):
+        # Steps inside an enclosing range (an ``epoch`` range around them): look below the
+        # top level for a repeating range named like a step.
+        nested = ranges.drop(index=tops.index)
+        inner = _choose_pattern(nested, None)
+        if inner is not None and _is_step_word(inner):
+            own = nested[nested["pattern"] == inner]
+            tops = own[top_level(own, "globalTid")]
+            chosen = inner
     if chosen is None:
         return None
     steps = tops[tops["pattern"] == chosen]
     thread = int(steps["globalTid"].value_counts().index[0])
     steps = steps[steps["globalTid"] == thread].sort_values("start").reset_index(drop=True)
+    return StepRanges(pattern=chosen, thread=thread, ranges=steps, all_ranges=ranges)
+
+
+def analyze_steps(events: Events, step_range: str | None = None) -> StepsResult | None:
+    """The per-step breakdown, or None when no repeating top-level range exists."""
+    found = find_steps(events, step_range)
+    if found is None:
+        return None
+    chosen, thread, steps, ranges = found.pattern, found.thread, found.ranges, found.all_ranges
 
     s, e = steps["start"].to_numpy(), steps["end"].to_numpy()
     busy = events.busy_all
@@ -160,6 +191,10 @@ def analyze_steps(events: Events, step_range: str | None = None) -> StepsResult 
         children=tuple(summaries),
         rows=rows,
     )
+
+
+def _is_step_word(pattern: str) -> bool:
+    return bool(re.search(_STEP_WORD, pattern))
 
 
 def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:

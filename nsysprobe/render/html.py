@@ -127,10 +127,11 @@ def render_html(report: Report, timeline: Timeline | None = None) -> str:
     all_sections = sections(report)
     by_title = {s.title: s for s in all_sections}
     parts.append(_table_card(all_sections[0], "recommendations"))
+    parts.append(_account_card(report, by_title.get(ACCOUNT_TITLE)))
     parts.append(_timeline_card(timeline, report))
     parts.append(_steps_card(report, by_title.get("Steps"), timeline))
     parts.append(_overlap_card(report, by_title.get("Copy/compute overlap")))
-    shown = {all_sections[0].title, "Steps", "Copy/compute overlap"}
+    shown = {all_sections[0].title, ACCOUNT_TITLE, "Steps", "Copy/compute overlap"}
     rest = [s for s in all_sections if s.title not in shown]
     if rest:
         parts.append('<h2 id="evidence">Evidence</h2>')
@@ -499,6 +500,32 @@ def _steps_card(report: Report, section: Section | None, tl: Timeline | None) ->
     return head + _notes(section) + caption + steps_svg(report, tl) + _table(section) + "</section>"
 
 
+def _bar_axis(longest: int, x0: float, scale: float, top: float, bottom: float) -> list[str]:
+    """Vertical grid lines and their ms labels for a chart of bars from ``x0``."""
+    out = []
+    step = _ticks(longest, 6)
+    tick = 0
+    while tick <= longest:
+        tx = x0 + tick * scale
+        out.append(
+            f'<line x1="{_num(tx)}" y1="{top - 6}" x2="{_num(tx)}" y2="{bottom}" stroke="#eceef2"/>'
+        )
+        out.append(_text(tx, top - 10, _ms_label(tick), 10, "#5d6675", "middle", cls="tick"))
+        tick += step
+    return out
+
+
+def _bar_legend(items: list[tuple[str, str]], x0: float, y: float) -> list[str]:
+    """(color, label) swatches, four to a row."""
+    out = []
+    for i, (fill, label) in enumerate(items):
+        lx = x0 + (i % 4) * 250
+        yy = y + (i // 4) * 18
+        out.append(_rect(lx, yy, 14, 12, fill))
+        out.append(_text(lx + 20, yy + 10, _fit(label, 228, 11) or "", 11, "#5d6675"))
+    return out
+
+
 def steps_svg(report: Report, tl: Timeline | None = None) -> str:
     st = report.steps
     assert st is not None
@@ -520,16 +547,7 @@ def steps_svg(report: Report, tl: Timeline | None = None) -> str:
         f'xmlns="http://www.w3.org/2000/svg">',
         _rect(0, 0, W, height, "#ffffff"),
     ]
-    step = _ticks(longest, 6)
-    tick = 0
-    while tick <= longest:
-        tx = x0 + tick * scale
-        out.append(
-            f'<line x1="{_num(tx)}" y1="{top - 6}" x2="{_num(tx)}" '
-            f'y2="{top + pitch * len(rows) - 6}" stroke="#eceef2"/>'
-        )
-        out.append(_text(tx, top - 10, _ms_label(tick), 10, "#5d6675", "middle", cls="tick"))
-        tick += step
+    out += _bar_axis(longest, x0, scale, top, top + pitch * len(rows) - 6)
     for i, r in enumerate(rows):
         y = top + i * pitch
         out.append(f'<g class="step" data-step="{r.index}">')
@@ -579,12 +597,94 @@ def steps_svg(report: Report, tl: Timeline | None = None) -> str:
         )
         out.append(_text(x0 + r.wall_ns * scale + 6, y + 12, ms(r.wall_ns), 11, "#1d2330"))
         out.append("</g>")
-    ly = top + pitch * len(rows) + 10
-    for i, (fill, label) in enumerate(legend_items):
-        lx = x0 + (i % 4) * 250
-        yy = ly + (i // 4) * 18
-        out.append(_rect(lx, yy, 14, 12, fill))
-        out.append(_text(lx + 20, yy + 10, _fit(label, 228, 11) or "", 11, "#5d6675"))
+    out += _bar_legend(legend_items, x0, top + pitch * len(rows) + 10)
+    out.append("</svg>")
+    return "".join(out)
+
+
+# -- the step account -------------------------------------------------------------------------
+
+ACCOUNT_TITLE = "Where the step time went (step account)"
+# Busy kinds in blues and greens, idle causes in warm colors, the rest grey.
+BUCKET_COLORS = {
+    "compute": "#2f7d32",
+    "communication": "#6a4fb3",
+    "memset": "#8aa29e",
+    "loading": "#d1495b",
+    "loader_wait": "#ee7b30",
+    "sync": "#edae49",
+    "readback": "#b5651d",
+    "blocking_copy": "#c9a227",
+    "allocator": "#8c564b",
+    "launch": "#e377c2",
+    "cpu": "#ff9896",
+    "os_call": "#9467bd",
+    "os_wait": "#c5b0d5",
+    "module_loading": "#7f7f7f",
+    "cuda_api": "#bcbd22",
+    "queued": "#c7c7c7",
+    "profiler_overhead": "#dbdbdb",
+}
+COPY_COLORS = ("#1f77b4", "#4a98c9", "#17becf", "#9ecae1", "#6baed6")
+
+
+def _bucket_colors(names: list[str]) -> dict[str, str]:
+    out, copies = {}, iter(COPY_COLORS * 4)
+    for n in names:
+        out[n] = BUCKET_COLORS.get(n) or next(copies)
+    return out
+
+
+def _account_card(report: Report, section: Section | None) -> str:
+    head = '<section class="card" id="account"><h2>Where the step time went</h2>'
+    a = report.account.main if report.account else None
+    if a is None or section is None:
+        return head + '<p class="note">No step account: no GPU work in the trace.</p></section>'
+    caption = (
+        '<p class="caption">Each bar is one step\'s wall time split into GPU-busy kinds and '
+        "the causes of GPU idle time; every nanosecond is in exactly one bucket. "
+        f"The first {min(len(a.steps), STEPS_CHARTED)} of {a.step_count} steps are drawn.</p>"
+    )
+    return head + _notes(section) + caption + account_svg(report) + _table(section) + "</section>"
+
+
+def account_svg(report: Report) -> str:
+    a = report.account.main
+    rows = a.steps[:STEPS_CHARTED]
+    names = [b.name for b in a.buckets]
+    colors = _bucket_colors(names)
+    label_w, right_w = 150, 90
+    x0, x1 = label_w, W - right_w
+    longest = max((r.wall_ns for r in rows), default=1) or 1
+    scale = (x1 - x0) / longest
+    bar_h, pitch, top = 16, 24, 30
+    legend_rows = (len(names) + 3) // 4
+    height = top + pitch * len(rows) + 16 + 18 * legend_rows + 8
+    out = [
+        f'<svg id="account-svg" viewBox="0 0 {W} {height}" role="img" aria-label="step account" '
+        f'xmlns="http://www.w3.org/2000/svg">',
+        _rect(0, 0, W, height, "#ffffff"),
+    ]
+    out += _bar_axis(longest, x0, scale, top, top + pitch * len(rows) - 6)
+    for i, r in enumerate(rows):
+        y = top + i * pitch
+        out.append(f'<g class="account-step" data-step="{r.index}">')
+        out.append(_text(label_w - 8, y + 12, _fit(r.name, label_w, 11) or "", 11, anchor="end"))
+        cx = x0
+        by = dict(r.buckets)
+        for name in names:
+            ns = by.get(name, 0)
+            if ns <= 0:
+                continue
+            w = ns * scale
+            title = f"{r.name}: {name} {ms(ns)}"
+            out.append(
+                _rect(cx, y, w, bar_h, colors[name], title, "bucket", f' data-bucket="{esc(name)}"')
+            )
+            cx += w
+        out.append(_text(x0 + r.wall_ns * scale + 6, y + 12, ms(r.wall_ns), 11, "#1d2330"))
+        out.append("</g>")
+    out += _bar_legend([(colors[n], n) for n in names], x0, top + pitch * len(rows) + 10)
     out.append("</svg>")
     return "".join(out)
 

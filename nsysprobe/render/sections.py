@@ -53,6 +53,8 @@ def sections(report: Report) -> list[Section]:
             )
         )
     for build in (
+        _account,
+        _account_steps,
         _steps,
         _devices,
         _gaps,
@@ -116,6 +118,69 @@ def _steps(report: Report) -> Section | None:
         )
     header = ("#", "step", "wall", "GPU busy", "GPU idle") + tuple(f"{n} (CPU)" for n in names)
     return Section("Steps", notes, header, tuple(rows))
+
+
+ACCOUNT_STEP_COLUMNS = 6
+
+
+def _account(report: Report) -> Section | None:
+    acc = report.account
+    a = acc.main if acc else None
+    if a is None:
+        return None
+    notes = [
+        f"process {a.pid}, GPU {a.device_id}, steps: {a.windows} on {a.thread}: "
+        f"{a.step_count} steps, median {ms(a.median_wall_ns)}; busy {pct(1 - a.idle_ratio)}, "
+        f"idle {pct(a.idle_ratio)}; busy + idle = wall, each ns once",
+    ]
+    if a.communication_ns:
+        notes.append(
+            f"communication: {ms(a.communication_ns)} of NCCL kernels, "
+            f"{ms(a.communication_overlapped_ns)} of it under compute kernels"
+        )
+    for other in acc.accounts:
+        if other is not a:
+            notes.append(
+                f"also process {other.pid}, GPU {other.device_id}: {other.step_count} steps, "
+                f"busy {pct(1 - other.idle_ratio)} (nsysprobe analyze --ranks for its account)"
+            )
+    rows = tuple(
+        (
+            b.kind,
+            b.name,
+            ms(b.median_ns),
+            ms(b.total_ns),
+            pct(b.share_ratio),
+            ", ".join(f"{d.name} {ms(d.ns)}" for d in b.details[:3]) or "-",
+        )
+        for b in a.buckets
+    )
+    return Section(
+        "Where the step time went (step account)",
+        tuple(notes),
+        ("", "bucket", "median/step", "total", "share", "mostly"),
+        rows,
+    )
+
+
+def _account_steps(report: Report) -> Section | None:
+    a = report.account.main if report.account else None
+    if a is None or not a.steps:
+        return None
+    top = [b.name for b in a.buckets[:ACCOUNT_STEP_COLUMNS]]
+    rows = []
+    for st in a.steps[:12]:
+        by = dict(st.buckets)
+        rows.append(
+            (str(st.index), st.name, ms(st.wall_ns), ms(st.busy_ns), ms(st.idle_ns))
+            + tuple(ms(by.get(n, 0)) for n in top)
+        )
+    return Section(
+        "Step account per step",
+        ("the largest buckets; every step's buckets are in the JSON",),
+        ("#", "step", "wall", "busy", "idle", *top),
+        tuple(rows),
+    )
 
 
 def _devices(report: Report) -> Section | None:

@@ -445,6 +445,20 @@ class Trace:
     def mem_kind_labels(self) -> dict[int, str]:
         return self._enum_labels("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS)
 
+    def copy_kind_labels(self) -> dict[int, str]:
+        """copyKind -> ``HtoD``, ``DtoH``, ... from ``ENUM_CUDA_MEMCPY_OPER`` when the export
+        has it (its names, ``CUDA_MEMCPY_KIND_HTOD``, shortened), else the documented
+        numbering."""
+        table = "ENUM_CUDA_MEMCPY_OPER"
+        if table not in self.tables:
+            return dict(COPY_KIND_LABELS)
+        df = self._select(table, ["id", "name"])
+        labels = dict(COPY_KIND_LABELS)
+        for i, name in zip(map(as_int, df["id"]), df["name"]):
+            if i is not None and name is not None:
+                labels[i] = _copy_kind_label(as_text(name))
+        return labels
+
     def _enum_labels(self, table: str, default: dict[int, str]) -> dict[int, str]:
         if table not in self.tables:
             return dict(default)
@@ -507,8 +521,39 @@ class Trace:
         return self._intervals("OSRT_API", ["globalTid", "nameId"])
 
     def profiler_overhead(self) -> pd.DataFrame:
-        """CUDA profiling overhead ranges. Columns: start, end, globalTid."""
-        return self._intervals("PROFILER_OVERHEAD", ["globalTid"])
+        """nsys's own overhead on the profiled threads (buffer flushes, CUPTI
+        instrumentation). Columns: start, end, globalTid."""
+        cols = ["globalTid"]
+        return self._optional(cols, lambda: self._intervals("PROFILER_OVERHEAD", cols))
+
+    def graph_launches(self) -> pd.DataFrame:
+        """CUDA graph replays recorded whole (``--cuda-graph-trace=graph``, nsys's default):
+        one row per replay and no kernel rows for its nodes. Columns: start, end, deviceId,
+        streamId, correlationId, globalPid."""
+        cols = ["deviceId", "streamId", "correlationId", "globalPid"]
+        return self._optional(cols, lambda: self._gpu_ops("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", []))
+
+    @staticmethod
+    def _optional(cols: list[str], read) -> pd.DataFrame:
+        """A table the analyses can do without: one that cannot be read is left out (empty)
+        instead of failing the report."""
+        try:
+            return read()
+        except TraceError:
+            df = _empty(["start", "end", *cols])
+            df.attrs["dropped"] = 0
+            return df
+
+    def diagnostics(self, like: Iterable[str]) -> list[str]:
+        """Texts of ``DIAGNOSTIC_EVENT`` rows matching any of the SQL ``LIKE`` patterns
+        (bound as parameters), at most 100."""
+        table = "DIAGNOSTIC_EVENT"
+        patterns = list(like)
+        if table not in self.tables or "text" not in self.columns(table) or not patterns:
+            return []
+        cond = " OR ".join("text LIKE ?" for _ in patterns)
+        rows = self._fetch(table, f"SELECT text FROM {table} WHERE {cond} LIMIT 100", patterns)
+        return [as_text(t) for (t,) in rows if t is not None]
 
     def sched_events(self) -> pd.DataFrame:
         """Thread scheduling events from ``--cpuctxsw``. Columns: start, cpu, isSchedIn,
@@ -596,6 +641,20 @@ _EVENT_TABLES = frozenset(
         "OSRT_API",
     }
 )
+
+
+def _copy_kind_label(enum_name: str) -> str:
+    """``CUDA_MEMCPY_KIND_HTOD`` -> ``HtoD``, ``..._UVM_DTOH`` -> ``UVM DtoH``."""
+    parts = enum_name.removeprefix("CUDA_MEMCPY_KIND_").split("_")
+    out = []
+    for part in parts:
+        if len(part) == 4 and part[1:3] == "TO":
+            out.append(f"{part[0]}to{part[3]}")
+        elif part == "UVM":
+            out.append(part)
+        else:
+            out.append(part.capitalize())
+    return " ".join(out)
 
 
 def _parse(row: tuple) -> list[np.ndarray | None]:

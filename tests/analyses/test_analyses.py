@@ -175,7 +175,8 @@ def test_health_on_a_complete_capture_reports_nothing(events):
     [
         ("empty", {"capture_not_started"}),
         ("nvtx_only", {"no_gpu_activity", "no_osrt"}),
-        ("domains_only_2023", {"nvtx_missing"}),
+        # the kernel was not launched by any traced call: no CUDA API rows
+        ("domains_only_2023", {"nvtx_missing", "no_cuda_api"}),
     ],
 )
 def test_health_findings(build, setup, ids):
@@ -191,10 +192,40 @@ def test_health_findings(build, setup, ids):
         found = analyze_health(Events.load(trace))
     assert {f.id for f in found} == ids
     if setup == "domains_only_2023":
-        assert "nvtx package 0.2.12 and later records no ranges under nsys 2023.x" in (
-            found[0].message
-        )
-        assert found[0].fix.startswith("pip install 'nvtx>=0.2.10,<0.2.12'")
+        nvtx = next(f for f in found if f.id == "nvtx_missing")
+        assert "nvtx package 0.2.12 and later records no ranges under nsys 2023.x" in nvtx.message
+        assert nvtx.fix.startswith("pip install 'nvtx>=0.2.10,<0.2.12'")
+
+
+def test_nvtx_missing_names_the_nvtx_package_only_when_domain_rows_exist(build):
+    """nsys 2023.x, NVTX asked for, no ranges and no domain rows: the workload emitted none."""
+    ex = Export()
+    ex.capture = {"PROCESS_0:COLLECT_NVTX_TRACE": "true"}
+    ex.kernel(0, 10, launch_at=0)
+    with Trace(build(ex)) as trace:
+        found = {f.id: f for f in analyze_health(Events.load(trace))}
+    assert "the workload emitted no NVTX ranges" in found["nvtx_missing"].message
+    assert "0.2.12" not in found["nvtx_missing"].message
+
+
+def test_dropped_cuda_records_and_whole_graphs_are_flagged(build):
+    ex = Export(version="2026.2")
+    ex.kernel(0, 10, launch_at=0)
+    ex.graph(20, 30)
+    ex.row(
+        "DIAGNOSTIC_EVENT",
+        timestamp=5,
+        timestampType=1,
+        source=1,
+        severity=2,
+        text="Number of incomplete CUPTI events dropped: 1234",
+        globalPid=None,
+    )
+    with Trace(build(ex)) as trace:
+        found = {f.id: f for f in analyze_health(Events.load(trace))}
+    assert "1234" in found["cuda_records_dropped"].message
+    assert found["cuda_records_dropped"].fix.startswith("profile with -t cuda-sw")
+    assert found["cuda_graphs_whole"].message.startswith("1 CUDA graph replays")
 
 
 def test_empty_trace_gives_empty_results(build):

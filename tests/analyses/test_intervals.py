@@ -93,3 +93,132 @@ def test_union_of_nothing_is_empty():
     s, e = iv.union([], [])
     assert s.size == 0 and e.size == 0
     assert iv.gaps_between((s, e), 0)[0].size == 0
+
+
+# -- partition, split_at, outermost_cover, innermost_cover ---------------------------------
+# Each against a brute-force model on a small integer timeline: every unit cell [t, t + 1) or
+# every integer instant t in 0..TIME (and a little beyond, to see what lies outside).
+
+TIME = 200
+INSTANTS = np.arange(-3, TIME + 4, dtype=np.int64)
+
+
+@st.composite
+def disjoint_sorted(draw, max_size=12):
+    """Disjoint sorted non-empty intervals in [0, TIME]; neighbours may touch."""
+    out, t = [], 0
+    for _ in range(draw(st.integers(0, max_size))):
+        s = t + draw(st.integers(0, 25))
+        e = s + draw(st.integers(1, 25))
+        if e > TIME:
+            break
+        out.append((s, e))
+        t = e
+    return out
+
+
+def cell_labels(segments, labels) -> np.ndarray:
+    """Per unit cell, the label of the one segment covering it (-1: none); fails when two
+    segments cover the same cell."""
+    line = np.full(TIME + 1, -1, dtype=np.int64)
+    for (s, e), k in zip(segments, labels):
+        assert (line[s:e] == -1).all(), f"segment {(s, e)} overlaps another"
+        line[s:e] = k
+    return line
+
+
+def pairs(starts, ends):
+    return list(zip(np.asarray(starts).tolist(), np.asarray(ends).tolist()))
+
+
+@given(st.lists(disjoint_sorted(), max_size=5))
+def test_partition_labels_each_cell_with_the_first_layer_covering_it(layers):
+    expected = np.full(TIME + 1, -1, dtype=np.int64)
+    for k in range(len(layers) - 1, -1, -1):  # brute force: the first layer is written last
+        for s, e in layers[k]:
+            expected[s:e] = k
+    s, e, label = iv.partition([arrays(layer) for layer in layers])
+    segs = pairs(s, e)
+    assert all(a < b for a, b in segs), "empty segment"
+    assert segs == sorted(segs)
+    assert cell_labels(segs, label.tolist()).tolist() == expected.tolist()
+
+
+@given(disjoint_sorted(), st.lists(st.integers(-5, TIME + 5), max_size=30))
+def test_split_at_cuts_the_segments_at_every_point_strictly_inside_one(segments, points):
+    s_in, e_in = arrays(segments)
+    p_s, p_e, origin = iv.split_at(s_in, e_in, np.array(points, dtype=np.int64))
+    pieces = pairs(p_s, p_e)
+    assert all(a < b for a, b in pieces), "empty piece"
+    assert pieces == sorted(pieces)
+    # The pieces cover exactly the cells of the segments, each cell once, each piece inside
+    # the segment it names as its origin.
+    assert len(origin) == len(pieces)
+    covered = cell_labels(pieces, origin.tolist())
+    assert covered.tolist() == cell_labels(segments, range(len(segments))).tolist()
+    # The cuts are the points strictly inside a segment, and nothing else.
+    inside = {p for p in points for s, e in segments if s < p < e}
+    assert set(p_s.tolist()) == {s for s, _ in segments} | inside
+    assert set(p_e.tolist()) == {e for _, e in segments} | inside
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, TIME), st.integers(0, 40)).map(lambda t: (t[0], t[0] + t[1])),
+        max_size=20,
+    )
+)
+def test_outermost_cover_is_the_first_interval_in_start_order_holding_the_point(ivs):
+    ivs = sorted(ivs, key=lambda x: x[0])  # sorted by start; ties keep the drawn order
+    got = iv.outermost_cover(*arrays(ivs), INSTANTS)
+    expected = [next((i for i, (s, e) in enumerate(ivs) if s <= t < e), -1) for t in INSTANTS]
+    assert got.tolist() == expected
+
+
+@st.composite
+def nested_family(draw, lo=0, hi=TIME, depth=0):
+    """Properly nested intervals in [lo, hi) by recursive splitting: a child may start and
+    end where its parent does (and so equal it), siblings may touch."""
+    out, t = [], lo
+    while t < hi and len(out) < 6:
+        s = t + draw(st.integers(0, 15))
+        if s >= hi:
+            break
+        e = draw(st.integers(s + 1, min(hi, s + 120)))
+        out.append((s, e))
+        if depth < 4 and draw(st.booleans()):
+            out += draw(nested_family(s, e, depth + 1))
+        t = e
+        if draw(st.integers(0, 3)) == 0:
+            break
+    return out
+
+
+@given(nested_family(), st.randoms(use_true_random=False))
+def test_innermost_cover_is_the_shortest_interval_holding_the_point(ivs, rnd):
+    rnd.shuffle(ivs)  # the input need not be sorted
+    got = iv.innermost_cover(*arrays(ivs), INSTANTS).tolist()
+    for t, j in zip(INSTANTS.tolist(), got):
+        holding = [e - s for s, e in ivs if s <= t < e]
+        if not holding:
+            assert j == -1, f"t={t}: nothing holds it, got {j}"
+            continue
+        assert j >= 0, f"t={t}: {len(holding)} intervals hold it, got -1"
+        s, e = ivs[j]
+        assert s <= t < e, f"t={t}: interval {ivs[j]} does not hold it"
+        assert e - s == min(holding), f"t={t}: {ivs[j]} is not the innermost"
+
+
+def test_innermost_cover_with_equal_starts_picks_the_shorter():
+    # [0, 100) > [0, 40) > [0, 10), given out of order; [50, 60) a second child.
+    starts = np.array([0, 50, 0, 0], dtype=np.int64)
+    ends = np.array([40, 60, 100, 10], dtype=np.int64)
+    points = np.array([0, 9, 10, 39, 40, 55, 60, 99, 100], dtype=np.int64)
+    assert iv.innermost_cover(starts, ends, points).tolist() == [3, 3, 0, 0, 2, 1, 2, 2, -1]
+
+
+def test_innermost_cover_is_not_thrown_by_an_empty_interval():
+    # [0, 10) > [2, 8) > [4, 4): the empty one holds no point, and from 4 to 7 the innermost
+    # interval holding the point is still [2, 8).
+    got = iv.innermost_cover(np.array([0, 2, 4]), np.array([10, 8, 4]), np.arange(11))
+    assert got.tolist() == [0, 0, 1, 1, 1, 1, 1, 1, 0, 0, -1]

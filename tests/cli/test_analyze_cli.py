@@ -114,7 +114,7 @@ def test_text_report_leads_with_the_verdict(rung):
     out = run("analyze", rung("baseline")).output
     first = out.splitlines()[2]
     assert (
-        first == "VERDICT: multiprocess_loading - Load batches in worker processes (saves ~62.6%)"
+        first == "VERDICT: multiprocess_loading - Load batches in worker processes (saves ~75.0%)"
     )
     assert "Steps\n-----\nstep range 'Batch #'" in out
 

@@ -107,6 +107,23 @@ def test_baseline_report_shows_the_starvation(rung, tmp_path):
 
 
 @needs_chromium
+def test_step_account_bars_add_up_to_each_step(rung, tmp_path):
+    """One bar per step, split into the account's buckets; from the ladder's definition each
+    baseline step is 300 ms of loading (idle), a 40 ms pageable copy and 60 ms of kernels."""
+    dom, console = dump_dom(html_of(rung("baseline"), tmp_path), tmp_path)
+    assert console == []
+    assert dom.count('<g class="account-step"') == 6
+    bars = re.findall(
+        r'class="bucket"[^>]*data-bucket="([^"]+)"[^>]*><title>Batch (\d): \1 ([\d.,]+) ms<', dom
+    )
+    per_step: dict[str, dict[str, float]] = {}
+    for bucket, step, value in bars:
+        per_step.setdefault(step, {})[bucket] = float(value.replace(",", ""))
+    expected = {"loading": 300.0, "memcpy HtoD Pageable": 40.0, "compute": 60.0}
+    assert per_step == {str(i): expected for i in range(6)}
+
+
+@needs_chromium
 @pytest.mark.parametrize("rung_name", ["baseline", "multiworker", "pinned", "pipelined"])
 def test_timeline_draws_the_events_of_its_window(rung, tmp_path, rung_name):
     path = rung(rung_name)

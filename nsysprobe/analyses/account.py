@@ -1,0 +1,924 @@
+"""The step account: where every nanosecond of every step went, per process and GPU.
+
+One account per process and GPU it drives (a second process or GPU is never unioned into
+it). Its windows are the steps of that process (the repeating NVTX range of the steps
+analysis) or, without one, ``FIXED_WINDOWS`` equal windows over the process's GPU work on that
+device. Each window's wall time is split, with nothing left over and nothing counted twice,
+into GPU-busy time by kind and GPU-idle time by cause.
+
+Busy time goes to the first kind running, in this order (so copies and communication under a
+compute kernel are compute, and what they add is their *exposed* time):
+
+    compute          kernels, and CUDA graph replays recorded whole
+    communication    NCCL kernels (``nccl*Kernel*``) with no compute kernel running
+    memcpy K M       copies by copy kind K (HtoD, DtoH, DtoD, ...) and host memory kind M
+                     (Pageable, Pinned, ...), with no kernel running
+    memset           memsets alone
+
+Idle time is charged to what the thread that issued the work ending the idle was doing
+until it issued it (the API call joined on process and correlation id). Split by time, not
+by majority:
+
+    profiler_overhead  nsys's own overhead (``PROFILER_OVERHEAD``) in the process
+    queued             the work was issued before the idle began: the GPU started it late
+                       (dependencies between streams, scheduling latency), no CPU cause
+    sync               inside a stream/device/event synchronize, and the idle after one that
+                       drained the GPU (see below); small read-backs (.item()) too
+    readback           a device-to-host copy of ``READBACK_MIN_BYTES`` or more that the
+                       thread waited for (.cpu(), .numpy()), and the idle after it
+    blocking_copy      inside a copy call that blocks (pageable or synchronous copies)
+    allocator          inside cudaMalloc/cudaFree/host allocations, and the idle after an
+                       allocator call that drained the GPU (cudaFree synchronizes)
+    launch             inside kernel-launch calls, and idle stretches shorter than
+                       ``LAUNCH_GAP_NS`` between launches (each launch costs more than the
+                       kernel it queues: launch-bound)
+    loading            the thread's own code before the first host-to-device copy of the
+                       step, which it then issued: it produced the batch itself
+    loader_wait        blocking OS calls (poll, futex, ...) before such a copy: waiting for
+                       DataLoader workers or I/O
+    os_call, os_wait   other OS-runtime calls (munmap, mmap, ...; and waits) of the thread
+    module_loading     loading CUDA modules: ``cu*Load*`` calls and launches over
+                       ``SLOW_LAUNCH_NS`` (lazy loading, JIT): start-up work in the capture
+    cuda_api           other CUDA API calls (event records, stream waits, ...)
+    cpu                the thread's own code, named by its innermost NVTX range
+
+A call (a synchronize, a copy, an allocator call) "drained" the GPU when the thread was inside
+it, begun earlier, as the GPU went idle; the time from the call's start to that moment is how
+long the thread *waited* for the GPU. A drain right after a device-to-host copy is a read-back:
+``readback`` when the copy is at least ``READBACK_MIN_BYTES``, else (``.item()``) ``sync``.
+Inside the draining call, the idle is the drain's. After it the queue is empty, and the GPU
+idles while the thread works until it gets ahead again (issues work while the GPU is still
+busy), across step boundaries too: the drain's *episode*; drains that come before the thread
+gets ahead form one chain. In time order, the chain's host-side idle (every cause but
+``queued`` and ``profiler_overhead``) is the drain's up to the time the thread waited in the
+chain's calls (without the drains, that much host work would have overlapped the GPU's queued
+work, and no more); the rest keeps its own cause (``loading``, ``launch``, ``cpu``, ...). Each
+bucket keeps the names behind it (API calls, OS calls, NVTX ranges) as details.
+Medians are over steps; shares are of the summed wall time of the steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import Events, api_name, range_pattern
+from nsysprobe.analyses.gaps import LAUNCH_APIS, OS_WAITS, SLOW_LAUNCH_NS, SYNC_APIS
+from nsysprobe.analyses.steps import find_steps
+from nsysprobe.errors import InputError
+from nsysprobe.trace.reader import pid_of
+
+FIXED_WINDOWS = 10
+# Idle shorter than this between back-to-back launches is the per-operation cost of issuing
+# work (framework dispatch plus the launch call): fixed by fewer launches, not by moving code.
+LAUNCH_GAP_NS = 100_000
+# A read-back of fewer bytes is a synchronization whose copy costs nothing (NVIDIA's
+# cuda_memcpy_sync rule leaves out copies of 64,000 bytes or less).
+READBACK_MIN_BYTES = 64_000
+STEP_ROWS_LISTED = 2_000
+DETAILS_LISTED = 6
+NO_RANGE = "(no NVTX range)"
+
+COMPUTE, COMMUNICATION, MEMSET = "compute", "communication", "memset"
+IDLE_CAUSES = (
+    "profiler_overhead",
+    "queued",
+    "sync",
+    "readback",
+    "blocking_copy",
+    "allocator",
+    "launch",
+    "loading",
+    "loader_wait",
+    "os_call",
+    "os_wait",
+    "module_loading",
+    "cuda_api",
+    "cpu",
+)
+ALLOCATOR_PREFIXES = (
+    "cudaMalloc",
+    "cudaFree",
+    "cudaHostAlloc",
+    "cudaHostRegister",
+    "cudaHostUnregister",
+    "cuMemAlloc",
+    "cuMemFree",
+    "cuMemHostAlloc",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cudaMemPool",
+    "cuMemPool",
+)
+# API categories, in the order a thread's nested calls resolve (the outermost call wins).
+_SYNC, _COPY, _ALLOC, _LAUNCH, _OTHER, _MODULE = range(6)
+_DRAINING = (_SYNC, _COPY, _ALLOC)
+# What a thread was doing at a moment of idle (``_thread_states``).
+_OWN, _OS_WAIT, _OS_CALL, _API = 0, 1, 2, 10
+_CATEGORY_CAUSE = {
+    _SYNC: "sync",
+    _COPY: "blocking_copy",
+    _ALLOC: "allocator",
+    _LAUNCH: "launch",
+    _OTHER: "cuda_api",
+    _MODULE: "module_loading",
+}
+
+
+@dataclass(frozen=True)
+class Detail:
+    name: str  # an API call, OS call or NVTX range (numbers masked), or a copy's size
+    ns: int
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str  # a busy kind or an idle cause (see the module docstring)
+    kind: str  # "busy" or "idle"
+    total_ns: int  # over all steps
+    median_ns: int  # median over steps
+    share_ratio: float  # total_ns / summed step wall time
+    details: tuple[Detail, ...]
+
+
+@dataclass(frozen=True)
+class AccountStep:
+    index: int
+    name: str
+    start_ns: int
+    wall_ns: int
+    busy_ns: int
+    idle_ns: int
+    buckets: tuple[tuple[str, int], ...]  # (bucket name, ns), only those above zero
+
+
+@dataclass(frozen=True)
+class Readbacks:
+    """Device-to-host copies that drained the GPU, as ``readback`` counts them."""
+
+    count: int
+    median_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class Account:
+    pid: int
+    device_id: int
+    thread: str  # the step thread, or the thread issuing most kernels without steps
+    windows: str  # what a step is here: an NVTX pattern or the fixed windows
+    step_count: int
+    wall_ns: int  # summed over steps
+    median_wall_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_ratio: float  # idle_ns / wall_ns
+    buckets: tuple[Bucket, ...]  # busy kinds, then idle causes, each largest first
+    steps: tuple[AccountStep, ...]
+    communication_ns: int  # all NCCL kernel time in the steps (union), hidden or not
+    communication_overlapped_ns: int  # the part under compute kernels
+    readbacks: Readbacks
+    loader_processes: int  # DataLoader worker processes in the report (pt_data_worker)
+
+    def bucket(self, name: str) -> Bucket | None:
+        return next((b for b in self.buckets if b.name == name), None)
+
+    def ns(self, name: str) -> int:
+        b = self.bucket(name)
+        return b.total_ns if b else 0
+
+
+@dataclass(frozen=True)
+class AccountResult:
+    accounts: tuple[Account, ...]
+    primary: int  # the account the verdict reads: the one with the most GPU busy time
+
+    @property
+    def main(self) -> Account | None:
+        return self.accounts[self.primary] if self.accounts else None
+
+
+def analyze_account(events: Events, step_range: str | None = None) -> AccountResult:
+    """One account per (process, GPU) with GPU work; see the module docstring."""
+    pairs = sorted((p, d) for d, pids in events.device_pids.items() for p in pids)
+    pids = sorted({p for p, _ in pairs})
+    loaders = _loader_processes(events)
+    accounts: list[Account] = []
+    for pid in pids:
+        own = events if len(pids) == 1 else events.for_process(pid)
+        try:
+            steps = find_steps(own, step_range)
+        except InputError:
+            if len(pids) == 1:
+                raise
+            steps = None  # --step-range names another process's steps
+        for p, dev in pairs:
+            if p == pid:
+                accounts.append(_ProcessDevice(own, pid, dev, steps, loaders).account())
+    if not accounts:
+        return AccountResult(accounts=(), primary=0)
+    # The process and GPU doing the most GPU work (a process that only annotates steps, or
+    # launches a kernel or two, is not the training job).
+    primary = max(range(len(accounts)), key=lambda i: (accounts[i].busy_ns, -i))
+    return AccountResult(accounts=tuple(accounts), primary=primary)
+
+
+def _loader_processes(events: Events) -> int:
+    names = events.trace.process_names()
+    return sum(1 for n in names.values() if n == "pt_data_worker")
+
+
+class _ProcessDevice:
+    """The account of one process on one device."""
+
+    def __init__(self, events: Events, pid: int, dev: int, steps, loaders: int):
+        self.ev = events
+        self.pid = pid
+        self.dev = dev
+        self.loaders = loaders
+        self.ops = self._ops()
+        if steps is not None and not _any_overlap(self.ops, steps.ranges):
+            steps = None  # none of this GPU work falls in a step: the steps are another's
+        self.step_thread = steps.thread if steps is not None else None
+        if steps is not None and len(steps.ranges):
+            r = steps.ranges
+            self.win_e = r["end"].to_numpy()
+            # Start/end ranges may overlap: a step starts no earlier than the last one ended,
+            # so no time is in two steps.
+            ended = np.maximum.accumulate(self.win_e)
+            self.win_s = r["start"].to_numpy().copy()
+            self.win_s[1:] = np.minimum(np.maximum(self.win_s[1:], ended[:-1]), self.win_e[1:])
+            self.win_names = r["name"].astype(str).to_numpy()
+            self.windows = f"NVTX range '{steps.pattern}'"
+        else:
+            self.win_s, self.win_e = _fixed_windows(self.ops["start"], self.ops["end"])
+            self.win_names = np.array([f"window {i}" for i in range(self.win_s.size)])
+            self.windows = f"{self.win_s.size} equal windows over the GPU work (no step range)"
+        self.runtime = self._runtime()
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def _ops(self) -> pd.DataFrame:
+        """Every GPU operation of the process on the device, by start: ``kind`` (its busy
+        kind) and ``copy`` (HtoD, DtoH, ... for copies, else empty) as categoricals, ``bytes``."""
+        ev, pid, dev = self.ev, self.pid, self.dev
+        kinds: list[str] = []  # busy-kind labels; rows carry codes into it
+        copies: list[str] = [""]
+
+        def code(labels: list[str], label: str) -> int:
+            if label not in labels:
+                labels.append(label)
+            return labels.index(label)
+
+        def mine(df):
+            return df[(df["deviceId"].to_numpy() == dev) & (pid_of(df["globalPid"]) == pid)]
+
+        frames = []
+        k = mine(ev.kernels)
+        if len(k):
+            ids = k["nameId"].to_numpy()
+            distinct = iv.sorted_unique(ids)
+            nccl = np.array([_is_nccl(ev.name_of(i)) for i in distinct.tolist()], dtype=bool)
+            comm = nccl[np.searchsorted(distinct, ids)]
+            codes = np.where(comm, code(kinds, COMMUNICATION), code(kinds, COMPUTE))
+            frames.append(_op_frame(k, codes, 0))
+        g = mine(ev.graphs)
+        if len(g):
+            frames.append(_op_frame(g, np.full(len(g), code(kinds, COMPUTE)), 0))
+        c = mine(ev.memcpy)
+        if len(c):
+            labels_copy = ev.trace.copy_kind_labels()
+            labels_mem = ev.trace.mem_kind_labels()
+            copy_kind = c["copyKind"].to_numpy()
+            src, dst = c["srcKind"].to_numpy(), c["dstKind"].to_numpy()
+            # One label per distinct (copy kind, source, destination): few, however many rows.
+            key = np.stack([copy_kind, src, dst], axis=1)
+            distinct, inverse = np.unique(key, axis=0, return_inverse=True)
+            kind_codes, copy_codes = [], []
+            for ck, sk, dk in distinct.tolist():
+                label = labels_copy.get(int(ck), f"kind {int(ck)}")
+                # The host side names the memory kind of a copy to or from the host.
+                host = labels_mem.get(int(sk if label == "HtoD" else dk), "Unknown")
+                name = f"memcpy {label} {host}" if label in ("HtoD", "DtoH") else f"memcpy {label}"
+                kind_codes.append(code(kinds, name))
+                copy_codes.append(code(copies, label))
+            inverse = inverse.ravel()
+            f = _op_frame(c, np.array(kind_codes)[inverse], np.array(copy_codes)[inverse])
+            f["bytes"] = c["bytes"].clip(lower=0).to_numpy()
+            frames.append(f)
+        m = mine(ev.memset)
+        if len(m):
+            frames.append(_op_frame(m, np.full(len(m), code(kinds, MEMSET)), 0))
+        if not frames:
+            frames.append(_op_frame(k, np.empty(0, np.int64), 0))
+        ops = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        ops["bytes"] = ops["bytes"].fillna(0).astype(np.int64)
+        ops["kind"] = pd.Categorical.from_codes(ops["kind"].to_numpy(), categories=kinds)
+        ops["copy"] = pd.Categorical.from_codes(ops["copy"].to_numpy(), categories=copies)
+        starts = ops["start"].to_numpy()
+        if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
+            ops = ops.sort_values("start", kind="stable").reset_index(drop=True)
+        return ops
+
+    def _runtime(self) -> pd.DataFrame:
+        """The process's CUDA API calls by start: ``api`` (name, categorical) and ``cat``."""
+        rt = self.ev.runtime
+        rt = rt[pid_of(rt["globalTid"]) == self.pid]
+        ids = rt["nameId"].to_numpy()
+        distinct = iv.sorted_unique(ids)
+        names = [api_name(self.ev.name_of(i)) for i in distinct.tolist()]
+        labels = sorted(set(names))
+        code_of = np.array([labels.index(n) for n in names], dtype=np.int64)
+        cat_of = np.array([_api_category(n) for n in names], dtype=np.int64)
+        which = np.searchsorted(distinct, ids)
+        out = rt[["start", "end", "globalTid", "correlationId"]].copy()
+        out["api"] = pd.Categorical.from_codes(code_of[which], categories=labels)
+        cat = cat_of[which]
+        slow = (out["end"] - out["start"]).to_numpy() > SLOW_LAUNCH_NS
+        # A launch that takes this long is lazy module loading or JIT, not launch overhead.
+        cat[slow & (cat == _LAUNCH)] = _MODULE
+        out["cat"] = cat
+        starts = out["start"].to_numpy()
+        if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
+            out = out.sort_values("start", kind="stable")
+        return out.reset_index(drop=True)
+
+    # -- the account ----------------------------------------------------------------------
+
+    def account(self) -> Account:
+        ops = self.ops
+        lo, hi = int(self.win_s.min()), int(self.win_e.max())
+        busy_names = _busy_order(list(ops["kind"].cat.categories))
+        codes = ops["kind"].cat.codes.to_numpy()
+        op_s, op_e = ops["start"].to_numpy(), ops["end"].to_numpy()
+        layers = []
+        for n in busy_names:
+            mine = codes == ops["kind"].cat.categories.get_loc(n)
+            layers.append(iv.union(op_s[mine], op_e[mine]))
+        seg_s, seg_e, seg_k = iv.partition(layers)
+        seg_s, seg_e, keep = _clip(seg_s, seg_e, lo, hi)
+        seg_k = seg_k[keep]
+        busy_u = iv.union(seg_s, seg_e)
+        idle_s, idle_e = iv.complement(busy_u, lo, hi)
+        idle = self._attribute_idle(idle_s, idle_e, hi)
+
+        labels = list(busy_names) + list(IDLE_CAUSES)
+        parts_s = np.concatenate([seg_s, idle["start"]])
+        parts_e = np.concatenate([seg_e, idle["end"]])
+        parts_b = np.concatenate([seg_k, idle["cause"] + len(busy_names)])
+        parts_d = np.concatenate([np.full(seg_s.size, "", dtype=object), idle["detail"]])
+        order = np.argsort(parts_s, kind="stable")
+        parts_s, parts_e, parts_b, parts_d = (
+            a[order] for a in (parts_s, parts_e, parts_b, parts_d)
+        )
+        # Cut at every window edge, then keep the pieces inside a window.
+        p_s, p_e, origin = iv.split_at(parts_s, parts_e, np.concatenate([self.win_s, self.win_e]))
+        mid = p_s + (p_e - p_s) // 2
+        w = np.searchsorted(self.win_s, mid, side="right") - 1
+        inside = (w >= 0) & (mid < self.win_e[np.clip(w, 0, None)])
+        p_s, p_e, w, origin = p_s[inside], p_e[inside], w[inside], origin[inside]
+        dur = p_e - p_s
+        bucket = parts_b[origin]
+        n_w, n_b = self.win_s.size, len(labels)
+        table = np.bincount(w * n_b + bucket, weights=dur, minlength=n_w * n_b)
+        table = table.reshape(n_w, n_b).astype(np.int64)
+        wall = self.win_e - self.win_s
+        details = pd.DataFrame({"b": bucket, "d": parts_d[origin], "ns": dur})
+        return self._result(labels, len(busy_names), table, wall, details, layers, busy_names, idle)
+
+    def _result(self, labels, n_busy, table, wall, details, layers, busy_names, idle) -> Account:
+        total_wall = int(wall.sum())
+        by_detail = details[details["d"] != ""].groupby(["b", "d"])["ns"].sum()
+        buckets = []
+        for b, name in enumerate(labels):
+            total = int(table[:, b].sum())
+            if not total:
+                continue
+            ds = by_detail.loc[b] if b in by_detail.index.get_level_values(0) else pd.Series()
+            ds = ds.sort_values(ascending=False).head(DETAILS_LISTED)
+            buckets.append(
+                Bucket(
+                    name=name,
+                    kind="busy" if b < n_busy else "idle",
+                    total_ns=total,
+                    median_ns=int(np.median(table[:, b])),
+                    share_ratio=total / total_wall if total_wall else 0.0,
+                    details=tuple(Detail(str(d), int(ns)) for d, ns in ds.items()),
+                )
+            )
+        buckets.sort(key=lambda x: (x.kind != "busy", -x.total_ns))
+        busy_total = int(table[:, :n_busy].sum())
+        steps = tuple(
+            AccountStep(
+                index=i,
+                name=str(self.win_names[i]),
+                start_ns=int(self.win_s[i]),
+                wall_ns=int(wall[i]),
+                busy_ns=int(table[i, :n_busy].sum()),
+                idle_ns=int(table[i, n_busy:].sum()),
+                buckets=tuple(
+                    (labels[b], int(table[i, b])) for b in range(len(labels)) if table[i, b]
+                ),
+            )
+            for i in range(min(wall.size, STEP_ROWS_LISTED))
+        )
+        comm_ns = overlapped = 0
+        if COMMUNICATION in busy_names:
+            comm = layers[busy_names.index(COMMUNICATION)]
+            comm = _clip_windows(comm, self.win_s, self.win_e)
+            comm_ns = iv.total(comm)
+            if COMPUTE in busy_names:
+                compute = _clip_windows(layers[busy_names.index(COMPUTE)], self.win_s, self.win_e)
+                overlapped = iv.intersection_total(comm, compute)
+        rb = idle["readback_bytes"]
+        return Account(
+            pid=self.pid,
+            device_id=self.dev,
+            thread=self.ev.thread_label(self._home_thread()),
+            windows=self.windows,
+            step_count=int(wall.size),
+            wall_ns=total_wall,
+            median_wall_ns=int(np.median(wall)) if wall.size else 0,
+            busy_ns=busy_total,
+            idle_ns=total_wall - busy_total,
+            idle_ratio=(total_wall - busy_total) / total_wall if total_wall else 0.0,
+            buckets=tuple(buckets),
+            steps=steps,
+            communication_ns=comm_ns,
+            communication_overlapped_ns=overlapped,
+            readbacks=Readbacks(
+                count=int(rb.size),
+                median_bytes=int(np.median(rb)) if rb.size else 0,
+                total_bytes=int(rb.sum()),
+            ),
+            loader_processes=self.loaders,
+        )
+
+    def _home_thread(self) -> int:
+        """The step thread; without steps, the process's main thread when it launches
+        kernels (PyTorch's autograd threads launch many too), else the thread launching most."""
+        if self.step_thread is not None:
+            return self.step_thread
+        rt = self.runtime
+        launches = rt[rt["cat"] == _LAUNCH]
+        src = launches if len(launches) else rt
+        if not len(src):
+            return -1
+        tids = src["globalTid"].to_numpy()
+        main = tids[(tids & 0xFFFFFF) == self.pid]
+        if main.size:
+            return int(main[0])
+        return int(src["globalTid"].value_counts().index[0])
+
+    def _attribute_idle(self, idle_s: np.ndarray, idle_e: np.ndarray, hi: int) -> dict:
+        """Idle intervals -> labeled pieces: start, end, cause (index into IDLE_CAUSES),
+        detail; and the bytes of each read-back that drained the GPU."""
+        ops, rt = self.ops, self.runtime
+        n = idle_s.size
+        cause = {name: i for i, name in enumerate(IDLE_CAUSES)}
+        op_start, op_end = ops["start"].to_numpy(), ops["end"].to_numpy()
+        last = max(len(ops) - 1, 0)
+        # The operation that ends each idle interval starts at its end ...
+        first = np.searchsorted(op_start, idle_e, side="left")
+        has_op = (first < len(ops)) & (idle_e < hi)
+        has_op[has_op] = op_start[first[has_op]] == idle_e[has_op]
+        first = np.clip(first, 0, last)
+        # ... and the API call that issued it has its correlation id (ids are per process).
+        call = _lookup(rt["correlationId"].to_numpy(), ops["correlationId"].to_numpy()[first])
+        known = has_op & (call >= 0)
+        call = np.clip(call, 0, max(len(rt) - 1, 0))
+        home = self._home_thread()
+        call_start = np.where(known, rt["start"].to_numpy()[call] if len(rt) else 0, idle_e)
+        tid = np.where(known, rt["globalTid"].to_numpy()[call] if len(rt) else home, home)
+        cat = np.where(known, rt["cat"].to_numpy()[call] if len(rt) else _OTHER, _OTHER)
+        if not len(rt):
+            known[:] = False
+        copy_code = ops["copy"].cat.codes.to_numpy()
+        copy_names = list(ops["copy"].cat.categories)
+        htod = copy_names.index("HtoD") if "HtoD" in copy_names else -2
+        dtoh = copy_names.index("DtoH") if "DtoH" in copy_names else -2
+        end_copy = np.where(has_op, copy_code[first], 0) if len(ops) else first
+        # The step's input: the first host-to-device copy of its window ends loading.
+        input_copy = has_op & self._first_htod(copy_code == htod)[first] if len(ops) else has_op
+        # The operation that ran just before each idle interval ends at its start.
+        by_end = np.argsort(op_end, kind="stable")
+        j = np.clip(np.searchsorted(op_end[by_end], idle_s, side="left"), 0, last)
+        prev = by_end[j] if len(ops) else j
+        del by_end, j
+        before = (op_end[prev] == idle_s) if len(ops) else np.zeros(n, dtype=bool)
+        prev_dtoh = before & (copy_code[prev] == dtoh) if len(ops) else before
+        prev_bytes = np.where(before, ops["bytes"].to_numpy()[prev], 0) if len(ops) else prev
+        del prev, before
+
+        out: list[tuple] = []
+
+        def emit(s, e, c, d, k):
+            keep = e > s
+            c = np.broadcast_to(np.asarray(c, dtype=np.int64), s.shape)
+            d = np.broadcast_to(np.asarray(d, dtype=object), s.shape)
+            out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
+
+        # Work issued before the idle began: the GPU started it late, no CPU cause.
+        queued = known & (call_start < idle_s)
+        every = np.arange(n)
+        emit(idle_s[queued], idle_e[queued], cause["queued"], "", every[queued])
+        # After the issuing call began, the idle is the cost of that call.
+        issued = known & ~queued
+        late = np.maximum(idle_s, call_start)
+        cat_cause = np.array([cause[_CATEGORY_CAUSE[k]] for k in range(len(_CATEGORY_CAUSE))])
+        # Named by the call, and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
+        at = np.flatnonzero(issued)
+        copies = end_copy[at] > 0
+        kind_of = np.where(copies, ops["kind"].cat.codes.to_numpy()[first[at]], -1)
+        kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
+        named = _joined(_label_at(rt["api"], call[at]), kind_names[kind_of], " ({})")
+        emit(late[at], idle_e[at], cat_cause[cat[at]], named, at)
+        del at, copies, kind_of, named
+        # Before it, what the issuing thread was doing.
+        early_e = np.minimum(idle_e, call_start)
+        short = (idle_e - idle_s) < LAUNCH_GAP_NS
+        launched = known & (cat == _LAUNCH)
+        drain_cat = np.full(n, -1, dtype=np.int64)
+        drain_api = np.full(n, "", dtype=object)
+        waited = np.zeros(n, dtype=np.int64)
+        for thread in np.unique(tid[~queued]):
+            sel = np.flatnonzero(~queued & (tid == thread))
+            drain_cat[sel], drain_api[sel], began = self._drains(int(thread), idle_s[sel])
+            waited[sel] = np.where(drain_cat[sel] >= 0, idle_s[sel] - began, 0)
+        drained = (drain_cat >= 0) & ~queued
+        # A drain after a device-to-host copy is a read-back; one of a few bytes (.item()) is
+        # a synchronization whose copy costs nothing.
+        read = drained & prev_dtoh & np.isin(drain_cat, (_SYNC, _COPY))
+        readback = read & (prev_bytes >= READBACK_MIN_BYTES)
+        drain_cause = np.where(readback, cause["readback"], cat_cause[np.clip(drain_cat, 0, None)])
+        drain_cause = np.where(read & ~readback, cause["sync"], drain_cause)
+        # Named only where there is a drain: "read back 4 B", "after cudaFree".
+        drain_detail = np.full(n, None, dtype=object)
+        at = np.flatnonzero(drained)
+        drain_detail[at] = np.where(
+            read[at],
+            _joined(
+                np.full(at.size, "read back", dtype=object), _size_labels(prev_bytes[at]), " {}"
+            ),
+            _joined(np.full(at.size, "after", dtype=object), drain_api[at], " {}"),
+        )
+        del drain_api, at
+        for thread in np.unique(tid[~queued]):
+            sel = np.flatnonzero(~queued & (tid == thread))
+            p_s, p_e, p_idx, state, detail = self._thread_states(
+                int(thread), idle_s[sel], early_e[sel]
+            )
+            g = sel[p_idx]  # the idle interval of each piece
+            c = np.full(p_s.size, cause["cpu"], dtype=np.int64)
+            own = state == _OWN
+            c[own & input_copy[g]] = cause["loading"]
+            c[own & short[g] & launched[g] & ~input_copy[g]] = cause["launch"]
+            wait = state == _OS_WAIT
+            c[wait] = np.where(input_copy[g][wait], cause["loader_wait"], cause["os_wait"])
+            c[state == _OS_CALL] = cause["os_call"]
+            in_api = state >= _API
+            c[in_api] = cat_cause[state[in_api] - _API]
+            # Inside the call that read back, the wait is the read-back's.
+            rb = read[g] & ((state == _API + _SYNC) | (state == _API + _COPY))
+            c[rb] = drain_cause[g][rb]
+            detail[rb] = drain_detail[g][rb]
+            emit(p_s, p_e, c, detail, g)
+        parts = list(zip(*out)) if out else [[], [], [], [], []]
+        cat_of = (np.int64, np.int64, np.int64, object, np.int64)
+        start, end, cause_idx, detail, interval = (
+            np.concatenate(p) if len(p) else np.empty(0, dtype=t) for p, t in zip(parts, cat_of)
+        )
+        start, end, cause_idx, detail, interval = self._overhead_first(
+            start, end, cause_idx, detail, interval
+        )
+        episode, chain = self._drain_episodes(idle_s, idle_e, drained)
+        budget = np.bincount(chain[drained & (chain >= 0)], weights=waited[drained & (chain >= 0)])
+        start, end, cause_idx, detail = _charge_drains(
+            start,
+            end,
+            cause_idx,
+            detail,
+            episode[interval],
+            chain[interval],
+            budget.astype(np.int64),
+            drain_cause,
+            drain_detail,
+        )
+        return {
+            "start": start,
+            "end": end,
+            "cause": cause_idx,
+            "detail": detail,
+            "readback_bytes": prev_bytes[readback & self._in_windows(idle_s, idle_e)],
+        }
+
+    def _first_htod(self, is_htod: np.ndarray) -> np.ndarray:
+        """Per operation: is it the first host-to-device copy in its step window?"""
+        op_s = self.ops["start"].to_numpy()
+        htod = np.flatnonzero(is_htod)
+        out = np.zeros(op_s.size, dtype=bool)
+        if not htod.size:
+            return out
+        w = np.searchsorted(self.win_s, op_s[htod], side="right") - 1
+        first = np.ones(htod.size, dtype=bool)
+        first[1:] = w[1:] != w[:-1]
+        out[htod[first]] = True
+        return out
+
+    def _overhead_first(self, s, e, c, d, k):
+        """Relabel the idle pieces under nsys's own overhead in the process (any thread):
+        it wins over every other cause. Pieces come back in time order, with the idle
+        interval ``k`` of each."""
+        order = np.argsort(s, kind="stable")
+        s, e, c, d, k = s[order], e[order], c[order], d[order], k[order]
+        ovh = self.ev.overhead
+        ovh = ovh[pid_of(ovh["globalTid"]) == self.pid]
+        u = iv.union(ovh["start"], ovh["end"])
+        if not u[0].size or not s.size:
+            return s, e, c, d, k
+        p_s, p_e, origin = iv.split_at(s, e, np.concatenate(u))
+        mid = p_s + (p_e - p_s) // 2
+        j = np.searchsorted(u[0], mid, side="right") - 1
+        hit = (j >= 0) & (u[1][np.clip(j, 0, None)] > mid)
+        c, d = c[origin], d[origin].copy()
+        c[hit] = IDLE_CAUSES.index("profiler_overhead")
+        d[hit] = "nsys"
+        return p_s, p_e, c, d, k[origin]
+
+    def _in_windows(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Which intervals [s, e) overlap a step window."""
+        w = np.searchsorted(self.win_e, s, side="right")  # the first window ending after s
+        ok = w < self.win_s.size
+        ok[ok] = self.win_s[w[ok]] < e[ok]
+        return ok
+
+    def _drain_episodes(
+        self, idle_s: np.ndarray, idle_e: np.ndarray, drained: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per idle interval, the latest drained interval whose episode it belongs to (or
+        -1), and the chain of that episode.
+
+        After a call drains the GPU, the queue is empty and the GPU idles between the
+        thread's next launches until the thread gets ahead again: until it issues an
+        operation while the GPU is still busy with earlier work. That is the drain's
+        episode, across step boundaries too. Drains that follow one another before the
+        thread gets ahead (``loss.item()`` then ``acc.cpu()``) form one chain, whose idle
+        ``_charge_drains`` shares out.
+        """
+        n = idle_s.size
+        episode = np.full(n, -1, dtype=np.int64)
+        chain = np.full(n, -1, dtype=np.int64)
+        d_idx = np.flatnonzero(drained)
+        if not d_idx.size:
+            return episode, chain
+        ops, rt = self.ops, self.runtime
+        op_s, op_e = ops["start"].to_numpy(), ops["end"].to_numpy()
+        call = _lookup(rt["correlationId"].to_numpy(), ops["correlationId"].to_numpy())
+        issued_at = np.where(call >= 0, rt["start"].to_numpy()[np.clip(call, 0, None)], op_s)
+        busy_until = np.maximum.accumulate(op_e)
+        ahead = np.zeros(op_s.size, dtype=bool)
+        ahead[1:] = (call[1:] >= 0) & (issued_at[1:] < busy_until[:-1])
+        t_ahead = op_s[ahead]
+        k = np.searchsorted(t_ahead, idle_e[d_idx], side="left")
+        caught = np.full(k.size, np.iinfo(np.int64).max, dtype=np.int64)
+        some = k < t_ahead.size
+        caught[some] = t_ahead[k[some]]
+        # A drain that comes after the previous one's episode ended starts a new chain.
+        new = np.ones(d_idx.size, dtype=bool)
+        new[1:] = idle_s[d_idx][1:] >= caught[:-1]
+        chains = np.cumsum(new) - 1
+        # Each interval belongs to the latest drain at or before it, while its episode lasts.
+        latest = np.full(n, -1, dtype=np.int64)
+        latest[d_idx] = np.arange(d_idx.size)
+        latest = np.maximum.accumulate(latest)
+        j = np.clip(latest, 0, None)
+        inside = (latest >= 0) & (idle_s < caught[j])
+        episode[inside] = d_idx[j[inside]]
+        chain[inside] = chains[j[inside]]
+        return episode, chain
+
+    def _drains(self, thread: int, at: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per time: the category, API and start of a draining call (sync, copy, allocator)
+        the thread was inside at that time, begun before it; -1, '' and the time when none."""
+        rt = self.runtime
+        mine = rt[(rt["globalTid"].to_numpy() == thread) & np.isin(rt["cat"], _DRAINING)]
+        if not len(mine):
+            return np.full(at.size, -1, dtype=np.int64), np.full(at.size, "", dtype=object), at
+        s, e = mine["start"].to_numpy(), mine["end"].to_numpy()
+        j = iv.outermost_cover(s, e, at)
+        inside = j >= 0
+        j = np.clip(j, 0, None)
+        inside &= s[j] < at
+        cats = np.where(inside, mine["cat"].to_numpy()[j], -1).astype(np.int64)
+        apis = np.where(inside, _label_at(mine["api"], j), "").astype(object)
+        return cats, apis, np.where(inside, s[j], at)
+
+    def _thread_states(self, thread: int, s: np.ndarray, e: np.ndarray):
+        """Split the intervals [s, e) (disjoint, sorted) by what ``thread`` was doing.
+
+        Returns (starts, ends, interval index, state, detail): ``_API + category`` inside a
+        CUDA call (detail: its name),
+        ``_OS_WAIT``/``_OS_CALL`` inside an OS call (its name), else ``_OWN``, the thread's
+        own code (detail: its innermost NVTX range, numbers masked)."""
+        keep = e > s
+        idx = np.flatnonzero(keep)
+        s, e = s[keep], e[keep]
+        ev = self.ev
+        rt = self.runtime[self.runtime["globalTid"].to_numpy() == thread]
+        os_ = ev.osrt[ev.osrt["globalTid"].to_numpy() == thread].sort_values("start")
+        nv = ev.nvtx[ev.nvtx["globalTid"].to_numpy() == thread]
+        points = np.concatenate(
+            [df[c].to_numpy() for df in (rt, os_, nv) for c in ("start", "end")]
+        )
+        p_s, p_e, origin = iv.split_at(s, e, points)
+        mid = p_s + (p_e - p_s) // 2
+        state = np.full(p_s.size, _OWN, dtype=np.int64)
+        detail = np.full(p_s.size, NO_RANGE, dtype=object)
+        free = np.ones(p_s.size, dtype=bool)
+        j = iv.outermost_cover(rt["start"].to_numpy(), rt["end"].to_numpy(), mid)
+        hit = free & (j >= 0)
+        state[hit] = _API + rt["cat"].to_numpy()[j[hit]]
+        detail[hit] = _label_at(rt["api"], j[hit])
+        free &= ~hit
+        j = iv.outermost_cover(os_["start"].to_numpy(), os_["end"].to_numpy(), mid)
+        hit = free & (j >= 0)
+        if hit.any():
+            ids = os_["nameId"].to_numpy()[j[hit]]
+            names = {i: ev.name_of(i) for i in np.unique(ids)}
+            text = pd.Series(ids).map(names).to_numpy(dtype=object)
+            state[hit] = np.where(pd.Series(text).isin(OS_WAITS), _OS_WAIT, _OS_CALL)
+            detail[hit] = text
+        free &= ~hit
+        if free.any() and len(nv):
+            j = iv.innermost_cover(nv["start"].to_numpy(), nv["end"].to_numpy(), mid[free])
+            names = nv["name"].to_numpy()[np.clip(j, 0, None)]
+            patterns = {x: range_pattern(str(x)) for x in pd.unique(names)}
+            named = pd.Series(names).map(patterns).to_numpy(dtype=object)
+            detail[free] = np.where(j >= 0, named, NO_RANGE)
+        return p_s, p_e, idx[origin], state, detail
+
+
+def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail):
+    """Charge each chain of drains with the host-side idle of its episodes, in time order, up
+    to the time the thread waited inside its draining calls: without the drains, that much of
+    the host work would have overlapped the GPU's queued work, and no more. Each piece goes
+    to the latest drain before it; pieces in no episode, nsys's overhead and ``queued`` time
+    keep their cause; a piece that straddles the limit is split there. ``s`` must be in time
+    order."""
+    fixed = (IDLE_CAUSES.index("queued"), IDLE_CAUSES.index("profiler_overhead"))
+    idx = np.flatnonzero((episode >= 0) & ~np.isin(c, fixed))
+    if not idx.size:
+        return s, e, c, d
+    ep, ch = episode[idx], chain[idx]
+    dur = e[idx] - s[idx]
+    cum = np.cumsum(dur)
+    starts = np.ones(idx.size, dtype=bool)
+    starts[1:] = ch[1:] != ch[:-1]
+    group_base = np.maximum.accumulate(np.where(starts, cum - dur, 0))
+    before = cum - dur - group_base
+    budget = budget[ch]
+    whole = before + dur <= budget
+    part = ~whole & (before < budget)
+    c, d = c.copy(), d.copy()
+    c[idx[whole]] = drain_cause[ep[whole]]
+    d[idx[whole]] = drain_detail[ep[whole]]
+    if part.any():
+        cut = s[idx[part]] + (budget[part] - before[part])
+        head = (cut, drain_cause[ep[part]], drain_detail[ep[part]])
+        s = np.concatenate([s, s[idx[part]]])
+        e = np.concatenate([e, head[0]])
+        c = np.concatenate([c, head[1]])
+        d = np.concatenate([d, head[2]])
+        s[idx[part]] = head[0]  # the rest of the piece keeps its own cause
+        order = np.argsort(s, kind="stable")
+        s, e, c, d = s[order], e[order], c[order], d[order]
+    return s, e, c, d
+
+
+def _busy_order(kinds) -> list[str]:
+    copies = sorted(
+        (k for k in kinds if str(k).startswith("memcpy")),
+        key=lambda k: (0 if " HtoD" in k else 1 if " DtoH" in k else 2, k),
+    )
+    head = [k for k in (COMPUTE, COMMUNICATION) if k in set(kinds)]
+    tail = [MEMSET] if MEMSET in set(kinds) else []
+    return head + copies + tail
+
+
+def _op_frame(df: pd.DataFrame, kind, copy) -> pd.DataFrame:
+    """start, end, correlationId, and the codes of ``kind``, ``copy``; ``bytes`` 0."""
+    n = len(df)
+    return pd.DataFrame(
+        {
+            "start": df["start"].to_numpy(),
+            "end": df["end"].to_numpy(),
+            "correlationId": df["correlationId"].to_numpy(),
+            "kind": np.broadcast_to(np.asarray(kind, dtype=np.int64), (n,)),
+            "copy": np.broadcast_to(np.asarray(copy, dtype=np.int64), (n,)),
+            "bytes": np.zeros(n, dtype=np.int64),
+        }
+    )
+
+
+def _is_nccl(name: str) -> bool:
+    return name.lower().startswith("nccl") and "kernel" in name.lower()
+
+
+def _api_category(name: str) -> int:
+    if name in SYNC_APIS:
+        return _SYNC
+    if name in LAUNCH_APIS:
+        return _LAUNCH
+    if name.startswith(("cuModuleLoad", "cuLibraryLoad", "cudaLibraryLoad")):
+        return _MODULE
+    if name.startswith(ALLOCATOR_PREFIXES):
+        return _ALLOC
+    if name.startswith(("cudaMemcpy", "cuMemcpy")) and "Async" not in name:
+        return _COPY
+    if name.startswith(("cudaMemcpy", "cuMemcpy", "cudaMemset", "cuMemset")):
+        # Async copies block too when the host side is pageable; they drain a GPU only then.
+        return _COPY
+    return _OTHER
+
+
+def _fixed_windows(starts: pd.Series, ends: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    if not len(starts):
+        return np.zeros(1, np.int64), np.zeros(1, np.int64)
+    lo, hi = int(starts.min()), int(ends.max())
+    n = max(1, min(FIXED_WINDOWS, hi - lo))
+    edges = lo + (np.arange(n + 1, dtype=np.int64) * (hi - lo)) // n
+    return edges[:-1], edges[1:]
+
+
+def _clip(s: np.ndarray, e: np.ndarray, lo: int, hi: int):
+    s2, e2 = np.maximum(s, lo), np.minimum(e, hi)
+    keep = e2 > s2
+    return s2[keep], e2[keep], keep
+
+
+def _any_overlap(ops: pd.DataFrame, ranges: pd.DataFrame) -> bool:
+    """Does any operation overlap any of the (sorted, top-level) ranges?"""
+    if not len(ops) or not len(ranges):
+        return False
+    r_s, r_e = ranges["start"].to_numpy(), np.maximum.accumulate(ranges["end"].to_numpy())
+    first = np.searchsorted(r_e, ops["start"].to_numpy(), side="right")
+    ok = first < r_s.size
+    return bool((r_s[np.clip(first, 0, r_s.size - 1)] < ops["end"].to_numpy())[ok].any())
+
+
+def _clip_windows(u: iv.Intervals, win_s: np.ndarray, win_e: np.ndarray) -> iv.Intervals:
+    """The parts of disjoint sorted intervals ``u`` inside the (disjoint, sorted) windows."""
+    s, e, _ = iv.split_at(u[0], u[1], np.concatenate([win_s, win_e]))
+    mid = s + (e - s) // 2
+    j = np.searchsorted(win_s, mid, side="right") - 1
+    inside = (j >= 0) & (win_e[np.clip(j, 0, None)] > mid)
+    return s[inside], e[inside]
+
+
+def _label_at(column: pd.Series, idx: np.ndarray) -> np.ndarray:
+    """The labels of a categorical column at the rows ``idx``."""
+    cats = np.asarray(column.cat.categories, dtype=object)
+    return cats[column.cat.codes.to_numpy()[idx]] if len(column) else np.empty(0, dtype=object)
+
+
+def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per wanted value, the index of the first row of ``keys`` holding it, or -1."""
+    if not keys.size:
+        return np.full(wanted.size, -1, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    i = np.clip(np.searchsorted(k, wanted, side="left"), 0, k.size - 1)
+    return np.where(k[i] == wanted, order[i], -1)
+
+
+def _joined(first: np.ndarray, second: np.ndarray, form: str) -> np.ndarray:
+    """Per row, ``first`` followed by ``form`` filled with ``second`` (nothing where it is
+    empty), as references to one string per distinct pair: no new string per row."""
+    if not first.size:
+        return np.empty(0, dtype=object)
+    a_codes, a_names = pd.factorize(pd.Series(first, dtype=object))
+    b_codes, b_names = pd.factorize(pd.Series(second, dtype=object))
+    key = a_codes.astype(np.int64) * (len(b_names) + 1) + b_codes
+    keys, inverse = np.unique(key, return_inverse=True)
+    labels = np.empty(keys.size, dtype=object)
+    for i, k in enumerate(keys.tolist()):
+        a, b = a_names[k // (len(b_names) + 1)], b_names[k % (len(b_names) + 1)]
+        labels[i] = f"{a}{form.format(b)}" if b else str(a)
+    return labels[inverse.ravel()]
+
+
+def _size_labels(nbytes: np.ndarray) -> np.ndarray:
+    """Sizes as "4 B", "64 kB", "128 MB": few distinct values, each formatted once."""
+    labels = {}
+    for b in np.unique(nbytes).tolist():
+        labels[b] = (
+            f"{b / 1e6:.0f} MB" if b >= 1e6 else f"{b / 1e3:.0f} kB" if b >= 1e3 else f"{b} B"
+        )
+    return pd.Series(nbytes).map(labels).to_numpy(dtype=object)
