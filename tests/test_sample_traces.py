@@ -1,5 +1,6 @@
-"""The project's own H200 captures of the ladder (sample_traces/): each rung's diagnosis, and
-its figures against SQL run here on the export."""
+"""The project's own H200 captures (sample_traces/): the ladder and the training mistakes.
+Each trace's diagnosis and the bucket behind it, and the ladder's figures against SQL run here
+on the export."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import statistics
 import pytest
 
 import nsysprobe
+from nsysprobe.diagnose import GPU_BOUND_IDLE_RATIO, MIN_GAIN_RATIO
 from nsysprobe.numa import load_recorded
 
 from conftest import SAMPLE_TRACES
 
-MANIFEST = json.loads((SAMPLE_TRACES / "manifest.json").read_text())["traces"]
+ALL = json.loads((SAMPLE_TRACES / "manifest.json").read_text())["traces"]
+# The ladder rungs; the mistakes' traces have a "workload" instead of a "rung".
+MANIFEST = {n: t for n, t in ALL.items() if "rung" in t}
+MISTAKES = {n: t for n, t in ALL.items() if "workload" in t}
 
 
 def sql(path, query):
@@ -34,11 +39,51 @@ def step_walls(path) -> list[int]:
     return [w for (w,) in rows]
 
 
-@pytest.mark.parametrize("name", sorted(MANIFEST))
-def test_each_rung_gets_its_verdict(name):
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_each_trace_gets_its_verdict_from_its_largest_bucket(name):
     report = nsysprobe.analyze(SAMPLE_TRACES / name)
-    assert report.verdict.id == MANIFEST[name]["expected_verdict"]
+    expected = ALL[name]
+    assert report.verdict.id == expected["expected_verdict"]
     assert report.trace.nsys_version == "2025.3.2.0"
+    account = report.account.main
+    others = [b for b in account.buckets if b.name != "compute"]
+    if expected["expected_verdict"] == "gpu_bound":
+        assert max(account.buckets, key=lambda b: b.total_ns).name == "compute"
+        assert account.idle_ratio < GPU_BOUND_IDLE_RATIO
+        assert all(b.share_ratio < MIN_GAIN_RATIO for b in others)
+    else:
+        top = max(others, key=lambda b: b.total_ns)
+        assert top.name == expected["expected_top_bucket"]
+        assert top.name in report.verdict.evidence["buckets"].split(", ")
+        assert report.verdict.expected_gain_ratio >= MIN_GAIN_RATIO
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_mistake_steps_are_the_workloads_steps(name):
+    """20 profiled steps, found from the NVTX range each script names its steps with, or 10
+    equal windows where the script has none (CUB's own ranges are not steps)."""
+    path = SAMPLE_TRACES / name
+    account = nsysprobe.analyze(path).account.main
+    if MISTAKES[name].get("step_ranges") is False:
+        assert account.step_count == 10 and "equal windows" in account.windows
+        return
+    top = sql(
+        path,
+        "SELECT coalesce(n.text, s.value), count(*), sum(n.end - n.start) FROM NVTX_EVENTS n "
+        "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59 "
+        "GROUP BY 1 ORDER BY 2 DESC",
+    )
+    # Each script's step ranges: numbered ones (20 distinct names) or one name 20 times.
+    numbered = [row for row in top if row[1] == 1]
+    same = [row for row in top if row[1] == 20]
+    assert len(numbered) >= 20 or same
+    walls = (
+        sum(row[2] for row in same[:1])
+        if same and len(numbered) < 20
+        else sum(sorted(row[2] for row in numbered)[-20:])
+    )
+    assert account.step_count == 20
+    assert account.wall_ns == walls
 
 
 @pytest.mark.parametrize("name", sorted(MANIFEST))
