@@ -69,13 +69,19 @@ def test_capture_without_gpu_work_asks_to_fix_the_capture(build):
     assert "no GPU work" in report.verdict.reason
 
 
-def test_only_the_steps_input_copy_makes_the_idle_before_it_loading(build):
+@pytest.mark.parametrize("workers", [8, 0])
+def test_with_loader_workers_only_the_steps_input_copy_makes_the_idle_before_it_loading(
+    build, workers
+):
     """Per step (ms):  get batch 50 | HtoD batch 2 | kernel 20 | build mask 30 | HtoD mask 1 |
-    kernel 10. The idle before the step's first host-to-device copy is the batch being made
-    (loading); the idle before a later copy in the same step is the thread's own code, named
-    by its range (cpu). Each step is 113 ms: loading 50 / 113, cpu 30 / 113."""
+    kernel 10; each step is 113 ms. With DataLoader worker processes in the report, only the
+    step's first host-to-device copy is its batch: the idle before it is loading (50 / 113),
+    the idle before the later copy is the thread's own code, named by its range (cpu,
+    30 / 113). Without workers the thread makes whatever it copies: both are loading."""
     ms = 1_000_000
     ex = Export()
+    for k in range(workers):
+        ex.row("PROCESSES", globalPid=(4300 + k) << 24, pid=4300 + k, name="pt_data_worker")
     t = 1_000 * ms
     for i in range(4):
         step0 = t
@@ -94,9 +100,16 @@ def test_only_the_steps_input_copy_makes_the_idle_before_it_loading(build):
         ex.nvtx(step0, t, f"Batch {i}")
     report = nsysprobe.analyze(build(ex))
     a = report.account.main
-    assert a.ns("loading") == 4 * 50 * ms
-    assert a.ns("cpu") == 4 * 30 * ms
-    assert a.bucket("cpu").details[0].name == "build mask"
-    ids = [r.id for r in report.recommendations]
-    assert ids[:2] == ["multiprocess_loading", "cpu_overhead"]
-    assert report.verdict.expected_gain_ratio == pytest.approx(50 / 113)
+    assert a.loader_processes == workers
+    if workers:
+        assert (a.ns("loading"), a.ns("cpu")) == (4 * 50 * ms, 4 * 30 * ms)
+        assert a.bucket("cpu").details[0].name == "build mask"
+        assert [r.id for r in report.recommendations][:2] == [
+            "multiprocess_loading",
+            "cpu_overhead",
+        ]
+        assert report.verdict.expected_gain_ratio == pytest.approx(50 / 113)
+    else:
+        assert (a.ns("loading"), a.ns("cpu")) == (4 * 80 * ms, 0)
+        assert report.verdict.id == "multiprocess_loading"
+        assert report.verdict.expected_gain_ratio == pytest.approx(80 / 113)

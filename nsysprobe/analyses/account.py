@@ -32,8 +32,9 @@ by majority:
     launch             inside kernel-launch calls, and idle stretches shorter than
                        ``LAUNCH_GAP_NS`` between launches (each launch costs more than the
                        kernel it queues: launch-bound)
-    loading            the thread's own code before the first host-to-device copy of the
-                       step, which it then issued: it produced the batch itself
+    loading            the thread's own code before a host-to-device copy it then issued: it
+                       produced the batch itself (with DataLoader worker processes in the
+                       report, only before the step's first copy)
     loader_wait        blocking OS calls (poll, futex, ...) before such a copy: waiting for
                        DataLoader workers or I/O
     os_call, os_wait   other OS-runtime calls (munmap, mmap, ...; and waits) of the thread
@@ -49,10 +50,10 @@ long the thread *waited* for the GPU. A drain right after a device-to-host copy 
 Inside the draining call, the idle is the drain's. After it the queue is empty, and the GPU
 idles while the thread works until it gets ahead again (issues work while the GPU is still
 busy), across step boundaries too: the drain's *episode*; drains that come before the thread
-gets ahead form one chain. In time order, the chain's host-side idle (every cause but
-``queued`` and ``profiler_overhead``) is the drain's up to the time the thread waited in the
-chain's calls (without the drains, that much host work would have overlapped the GPU's queued
-work, and no more); the rest keeps its own cause (``loading``, ``launch``, ``cpu``, ...). Each
+gets ahead form one chain. In time order, the chain's host-side idle (every cause but those in
+``KEPT_AFTER_DRAINS``: the input's, the GPU's and nsys's) is the drain's up to the time the
+thread waited in the chain's calls (without the drains, that much host work would have
+overlapped the GPU's queued work, and no more); the rest keeps its own cause. Each
 bucket keeps the names behind it (API calls, OS calls, NVTX ranges) as details.
 Medians are over steps; shares are of the summed wall time of the steps.
 """
@@ -75,6 +76,11 @@ FIXED_WINDOWS = 10
 # Idle shorter than this between back-to-back launches is the per-operation cost of issuing
 # work (framework dispatch plus the launch call): fixed by fewer launches, not by moving code.
 LAUNCH_GAP_NS = 100_000
+# Idle that keeps its own cause inside a drain's episode: GPU-side time, nsys's, and the
+# input: a thread that makes the batch itself or waits for a loader would spend that time
+# whether or not it had waited for the GPU first (a loader's batches come at the loader's
+# pace), and the loading fix removes it with or without the drain.
+KEPT_AFTER_DRAINS = ("queued", "profiler_overhead", "loading", "loader_wait", "os_wait")
 # A read-back of fewer bytes is a synchronization whose copy costs nothing (NVIDIA's
 # cuda_memcpy_sync rule leaves out copies of 64,000 bytes or less).
 READBACK_MIN_BYTES = 64_000
@@ -505,8 +511,13 @@ class _ProcessDevice:
         htod = copy_names.index("HtoD") if "HtoD" in copy_names else -2
         dtoh = copy_names.index("DtoH") if "DtoH" in copy_names else -2
         end_copy = np.where(has_op, copy_code[first], 0) if len(ops) else first
-        # The step's input: the first host-to-device copy of its window ends loading.
-        input_copy = has_op & self._first_htod(copy_code == htod)[first] if len(ops) else has_op
+        # The step's input: a host-to-device copy ends loading. With DataLoader workers in
+        # the report, only the step's first copy is its batch (the workers make the batches;
+        # later copies carry what the step's own code made).
+        is_input = copy_code == htod
+        if self.loaders and self.step_thread is not None:
+            is_input = self._first_htod(is_input)
+        input_copy = has_op & is_input[first] if len(ops) else has_op
         # The operation that ran just before each idle interval ends at its start.
         by_end = np.argsort(op_end, kind="stable")
         j = np.clip(np.searchsorted(op_end[by_end], idle_s, side="left"), 0, last)
@@ -772,7 +783,7 @@ def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail
     to the latest drain before it; pieces in no episode, nsys's overhead and ``queued`` time
     keep their cause; a piece that straddles the limit is split there. ``s`` must be in time
     order."""
-    fixed = (IDLE_CAUSES.index("queued"), IDLE_CAUSES.index("profiler_overhead"))
+    fixed = tuple(IDLE_CAUSES.index(x) for x in KEPT_AFTER_DRAINS)
     idx = np.flatnonzero((episode >= 0) & ~np.isin(c, fixed))
     if not idx.size:
         return s, e, c, d

@@ -14,6 +14,7 @@ Checks, each with its fix:
 - ``cuda_records_dropped``: nsys says CUDA was traced in hardware and records were dropped
   (``DIAGNOSTIC_EVENT``, nsys 2026.x on some GPUs): kernels or memsets may be missing, so busy
   time reads low; ``-t cuda-sw`` restores them.
+- ``gpu_shared``: more than one process ran work on one GPU: each has its own account.
 - ``no_cuda_api``: GPU work but no CUDA API calls (the runtime table is missing or empty):
   idle time cannot be tied to the CPU's calls.
 - ``cuda_graphs_whole``: CUDA graph replays were recorded whole
@@ -127,6 +128,19 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "GPU work was recorded but no CUDA API calls: idle time cannot be tied to what "
                 "the CPU was doing, so its causes read as the thread's own code",
                 "profile with --trace=cuda (and keep CUPTI_ACTIVITY_KIND_RUNTIME in the export)",
+            )
+        )
+    shared = {d: sorted(p) for d, p in events.device_pids.items() if len(p) > 1}
+    if shared:
+        where = "; ".join(f"GPU {d}: processes {', '.join(map(str, p))}" for d, p in shared.items())
+        found.append(
+            Finding(
+                "gpu_shared",
+                "info",
+                f"more than one process ran work on a GPU ({where}): each has its own step "
+                f"account, and one's idle time there may be another's busy time",
+                "analyze each rank with --ranks; give each process its own GPU for a clean "
+                "measurement",
             )
         )
     if len(events.graphs):

@@ -3,11 +3,12 @@
 The step range is the top-level NVTX range (one no other range on its thread encloses) that
 repeats: its name with numbers masked (``Batch 12`` -> ``Batch #``) occurs at least twice on
 one thread, and those ranges cover at least half the time from the first to the last (steps
-follow one another). Names with a step word (step, iteration, batch, train) win, then
-numbered names, then the pattern covering the most time; when no top-level range is named like
-a step, a repeating step-named range below the top level (inside an ``epoch`` range) is
-taken. PyTorch's per-operator ranges (``aten::...``) are never steps. ``--step-range NAME``
-picks it instead (an exact name, or a pattern such as ``Batch #``).
+follow one another). Names with a step word (step, iteration, batch, train) win, then names
+without an evaluation word (val, eval, test, ...), then numbered names, then the pattern
+covering the most time; when no top-level range is named like a step, a repeating step-named
+range below the top level (inside an ``epoch`` range) is taken. PyTorch's per-operator
+ranges (``aten::...``) are never steps. ``--step-range NAME`` picks it instead (an exact name,
+or a pattern such as ``Batch #``).
 
 Per step: wall time (the range's length), GPU busy time (the **union** of GPU work on every
 device intersected with the step's window), GPU idle time (wall minus busy), and the CPU time
@@ -34,6 +35,8 @@ from nsysprobe.errors import InputError
 ROWS_LISTED = 10_000
 # Steps follow one another: together they cover most of the time from the first to the last.
 MIN_STEP_COVERAGE = 0.5
+# Validation and test loops repeat too; the training steps win over them.
+_EVAL_WORD = r"(?i)(?:^|[^a-z])(?:val|valid|validation|eval|evaluation|test|inference)(?:[^a-z]|$)"
 # (an ``epoch`` is not a step: one holds thousands of them)
 _STEP_WORD = r"(?i)\b(?:step|iter|iteration|batch|train)"
 # Ranges PyTorch's autograd profiler emits per operator (``aten::mul, seq = 3, op_id = 7``).
@@ -219,8 +222,9 @@ def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
     if not len(table):
         return None
     table["step_word"] = table["pattern"].str.contains(_STEP_WORD, regex=True)
+    table["training"] = ~table["pattern"].str.contains(_EVAL_WORD, regex=True)
     table["numbered"] = table["pattern"].str.contains("#", regex=False)
-    table = table.sort_values(["step_word", "numbered", "total"], ascending=False)
+    table = table.sort_values(["step_word", "training", "numbered", "total"], ascending=False)
     return str(table["pattern"].iat[0])
 
 

@@ -538,7 +538,7 @@ def test_loading_loader_wait_os_wait_and_os_call(build):
     assert details(a, "os_call") == {"munmap": 3000 * US}
 
 
-def test_item_at_each_step_end_of_the_ladder_baseline_is_sync_then_loading(build):
+def test_item_at_each_step_end_of_the_ladder_baseline_leaves_the_loading_loading(build):
     #  t (ms, from S = the step's start)
     #           0            300        340   360   380   400 +10us +20us
     #  GPU                   [HtoD .....)[k0 )[k1 )[k2 )[DtoH)
@@ -551,9 +551,10 @@ def test_item_at_each_step_end_of_the_ladder_baseline_is_sync_then_loading(build
     # while 60 ms of kernels are still queued. Each step lasts 400.020 ms, the next starts
     # when the sync returns. The thread waited in the sync from 340.010 to 400.010 = 60 ms;
     # idle after the drain [S+400.010, S'+300) (S' = S + 400.020): 10 us in the sync (the
-    # end of step i) + 300 ms of get batch before the step's first HtoD copy (step i+1):
-    # sync 60 ms = 10 us + 59.990 ms of the get batch, loading the rest 240.010 ms.
-    # Step 0 has no drain before it: loading 300 ms, sync 10 us (its own sync's tail).
+    # end of step i) = sync; then 300 ms of get batch before the batch's HtoD copy (step
+    # i+1), which keeps its cause (loading is in KEPT_AFTER_DRAINS: the thread makes the
+    # batch whether or not it waited first, and worker processes remove it either way).
+    # Every step: loading 300 ms, sync 10 us.
     ex = Export()
     ms = 1000  # us
     n, step = 6, 400 * ms + 20
@@ -581,16 +582,15 @@ def test_item_at_each_step_end_of_the_ladder_baseline_is_sync_then_loading(build
         ex.nvtx(s * US, (s + step) * US, f"Batch {i}")
     a = the_account(build, ex)
     busy = us(memcpy__HtoD__Pageable=40 * ms, compute=60 * ms, memcpy__DtoH__Pageable=10)
-    first = {**busy, **us(loading=300 * ms, sync=10)}
-    later = {**busy, **us(sync=60 * ms, loading=240 * ms + 10)}
-    assert per_step(a) == [first] + [later] * (n - 1)
-    # loading 300 + 5 x 240.010 = 1500.050 ms; sync 6 x 10 us + 5 x 59.990 ms = 300.010 ms
+    every = {**busy, **us(loading=300 * ms, sync=10)}
+    assert per_step(a) == [every] * n
+    # loading 6 x 300 = 1800 ms; sync 6 x 10 us = 60 us
     assert totals(a) == {
         **us(memcpy__HtoD__Pageable=240 * ms, compute=360 * ms, memcpy__DtoH__Pageable=60),
-        **us(loading=1500 * ms + 50, sync=300 * ms + 10),
+        **us(loading=1800 * ms, sync=60),
     }
     assert a.wall_ns == n * step * US
-    assert details(a, "loading") == {"get batch": 1500 * ms * US + 50 * US}
+    assert details(a, "loading") == {"get batch": 1800 * ms * US}
     assert all(d.startswith("read back") for d in details(a, "sync"))
     assert (a.readbacks.count, a.readbacks.total_bytes) == (0, 0)  # 4 B: sync, not readback
 

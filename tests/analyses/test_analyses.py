@@ -258,3 +258,32 @@ def test_gap_goes_to_the_innermost_range_open_for_most_of_it(build, get_ms, copy
     with Trace(build(ex)) as trace:
         g = analyze_gaps(Events.load(trace), min_gap_ns=MS)
     assert [(c.range, c.idle_ns) for c in g.by_cause] == [(expected, 10 * MS)]
+
+
+def test_a_gpu_shared_by_two_processes_is_flagged(build):
+    ex = Export()
+    ex.kernel(0, 10, launch_at=0)
+    ex.kernel(20, 30, pid=4300, launch_at=15)
+    ex.kernel(40, 50, device=1, pid=4301, launch_at=35)
+    with Trace(build(ex)) as trace:
+        found = {f.id: f for f in analyze_health(Events.load(trace))}
+    assert "GPU 0: processes 4242, 4300" in found["gpu_shared"].message
+    assert "GPU 1" not in found["gpu_shared"].message
+
+
+@pytest.mark.parametrize("evaluation", ["val step", "eval_step", "test iteration"])
+def test_training_steps_win_over_a_longer_evaluation_loop(build, evaluation):
+    """10 training steps of 100 us, then 40 evaluation steps of 50 us: both repeat and are
+    numbered, the evaluation loop covers more time, the training steps are the steps."""
+    ex = Export()
+    t = 0
+    for i in range(10):
+        ex.nvtx(t, t + 100_000, f"train step {i}")
+        t += 100_000
+    for i in range(40):
+        ex.nvtx(t, t + 50_000, f"{evaluation} {i}")
+        t += 50_000
+    with Trace(build(ex)) as trace:
+        steps = analyze_steps(Events.load(trace))
+    assert steps.range_pattern == "train step #"
+    assert steps.count == 10
