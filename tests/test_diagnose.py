@@ -69,9 +69,9 @@ def test_capture_without_gpu_work_asks_to_fix_the_capture(build):
     assert "no GPU work" in report.verdict.reason
 
 
-@pytest.mark.parametrize("workers", [8, 0])
+@pytest.mark.parametrize("workers, named_in", [(8, "PROCESSES"), (3, "ThreadNames"), (0, None)])
 def test_with_loader_workers_only_the_steps_input_copy_makes_the_idle_before_it_loading(
-    build, workers
+    build, workers, named_in
 ):
     """Per step (ms):  get batch 50 | HtoD batch 2 | kernel 20 | build mask 30 | HtoD mask 1 |
     kernel 10; each step is 113 ms. With DataLoader worker processes in the report, only the
@@ -81,7 +81,11 @@ def test_with_loader_workers_only_the_steps_input_copy_makes_the_idle_before_it_
     ms = 1_000_000
     ex = Export()
     for k in range(workers):
-        ex.row("PROCESSES", globalPid=(4300 + k) << 24, pid=4300 + k, name="pt_data_worker")
+        # PyTorch names a DataLoader worker pt_data_worker (the process and its thread).
+        if named_in == "PROCESSES":
+            ex.row("PROCESSES", globalPid=(4300 + k) << 24, pid=4300 + k, name="pt_data_worker")
+        else:
+            ex.thread_name("pt_data_worker", tid=4300 + k, pid=4300 + k)
     t = 1_000 * ms
     for i in range(4):
         step0 = t

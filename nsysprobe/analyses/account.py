@@ -237,8 +237,11 @@ def analyze_account(events: Events, step_range: str | None = None) -> AccountRes
 
 
 def _loader_processes(events: Events) -> int:
-    names = events.trace.process_names()
-    return sum(1 for n in names.values() if n == "pt_data_worker")
+    """DataLoader worker processes: PyTorch names them ``pt_data_worker`` (the process in
+    ``PROCESSES``, its thread in ``ThreadNames``)."""
+    pids = {p for p, n in events.trace.process_names().items() if n == "pt_data_worker"}
+    pids |= {(t >> 24) & 0xFFFFFF for t, n in events.thread_names.items() if n == "pt_data_worker"}
+    return len(pids)
 
 
 class _ProcessDevice:
