@@ -17,7 +17,7 @@ from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps
 from nsysprobe.analyses.health import Finding, analyze_health
 from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
 from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
-from nsysprobe.analyses.steps import StepsResult, analyze_steps
+from nsysprobe.analyses.steps import StepsResult, find_steps, step_breakdown
 from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.diagnose import Evidence, Recommendation, diagnose
@@ -127,7 +127,8 @@ def analyze_trace(
         skipped.append(
             Skipped("osrt", "no OS-runtime calls in the trace", "profile with --trace=osrt")
         )
-    steps = analyze_steps(events, step_range)
+    found_steps = find_steps(events, step_range)
+    steps = None if found_steps is None else step_breakdown(events, found_steps)
     if steps is None:
         reason = (
             "no NVTX ranges in the trace"
@@ -156,7 +157,7 @@ def analyze_trace(
                 "folder of recorded lscpu/numactl/nvidia-smi outputs)",
             )
         )
-    account = analyze_account(events, step_range) if gpu else None
+    account = analyze_account(events, step_range, steps=found_steps) if gpu else None
     if account is not None and not account.accounts:
         account = None
     health = analyze_health(events)

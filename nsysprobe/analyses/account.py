@@ -68,7 +68,7 @@ import pandas as pd
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, api_name, range_pattern
 from nsysprobe.analyses.gaps import LAUNCH_APIS, OS_WAITS, SLOW_LAUNCH_NS, SYNC_APIS
-from nsysprobe.analyses.steps import find_steps
+from nsysprobe.analyses.steps import StepRanges, find_steps
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -211,8 +211,18 @@ class AccountResult:
         return self.accounts[self.primary] if self.accounts else None
 
 
-def analyze_account(events: Events, step_range: str | None = None) -> AccountResult:
-    """One account per (process, GPU) with GPU work; see the module docstring."""
+_FIND = object()
+
+
+def analyze_account(
+    events: Events, step_range: str | None = None, *, steps: StepRanges | None | object = _FIND
+) -> AccountResult:
+    """One account per (process, GPU) with GPU work; see the module docstring.
+
+    ``steps``: what ``find_steps(events, step_range)`` already returned (None included), so a
+    report holding one process does not look for its steps twice; without it they are found
+    here. A report holding several processes has each one's steps found in its own events.
+    """
     pairs = sorted((p, d) for d, pids in events.device_pids.items() for p in pids)
     pids = sorted({p for p, _ in pairs})
     loaders = _loader_processes(events)
@@ -220,14 +230,17 @@ def analyze_account(events: Events, step_range: str | None = None) -> AccountRes
     for pid in pids:
         own = events if len(pids) == 1 else events.for_process(pid)
         try:
-            steps = find_steps(own, step_range)
+            if len(pids) == 1 and steps is not _FIND:
+                found = steps
+            else:
+                found = find_steps(own, step_range)
         except InputError:
             if len(pids) == 1:
                 raise
-            steps = None  # --step-range names another process's steps
+            found = None  # --step-range names another process's steps
         for p, dev in pairs:
             if p == pid:
-                accounts.append(_ProcessDevice(own, pid, dev, steps, loaders).account())
+                accounts.append(_ProcessDevice(own, pid, dev, found, loaders).account())
     if not accounts:
         return AccountResult(accounts=(), primary=0)
     # The process and GPU doing the most GPU work (a process that only annotates steps, or
@@ -253,7 +266,7 @@ class _ProcessDevice:
         self.dev = dev
         self.loaders = loaders
         self.ops = self._ops()
-        if steps is not None and not _any_overlap(self.ops, steps.ranges):
+        if steps is not None and not self._any_work_in(steps.ranges):
             steps = None  # none of this GPU work falls in a step: the steps are another's
         self.step_thread = steps.thread if steps is not None else None
         if steps is not None and len(steps.ranges):
@@ -271,6 +284,13 @@ class _ProcessDevice:
             self.win_names = np.array([f"window {i}" for i in range(self.win_s.size)])
             self.windows = f"{self.win_s.size} equal windows over the GPU work (no step range)"
         self.runtime = self._runtime()
+
+    def _any_work_in(self, ranges: pd.DataFrame) -> bool:
+        """Does any of the process's GPU work on the device overlap one of the (top-level,
+        sorted) ranges?"""
+        by = (ranges["start"].to_numpy(), ranges["end"].to_numpy())
+        ops = self.ops
+        return bool(iv.overlaps_any(ops["start"].to_numpy(), ops["end"].to_numpy(), by).any())
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -371,9 +391,8 @@ class _ProcessDevice:
         for n in busy_names:
             mine = codes == ops["kind"].cat.categories.get_loc(n)
             layers.append(iv.union(op_s[mine], op_e[mine]))
+        # Busy time outside the windows is cut away with the rest below.
         seg_s, seg_e, seg_k = iv.partition(layers)
-        seg_s, seg_e, keep = _clip(seg_s, seg_e, lo, hi)
-        seg_k = seg_k[keep]
         busy_u = iv.union(seg_s, seg_e)
         idle_s, idle_e = iv.complement(busy_u, lo, hi)
         idle = self._attribute_idle(idle_s, idle_e, hi)
@@ -388,10 +407,8 @@ class _ProcessDevice:
             a[order] for a in (parts_s, parts_e, parts_b, parts_d)
         )
         # Cut at every window edge, then keep the pieces inside a window.
-        p_s, p_e, origin = iv.split_at(parts_s, parts_e, np.concatenate([self.win_s, self.win_e]))
-        mid = p_s + (p_e - p_s) // 2
-        w = np.searchsorted(self.win_s, mid, side="right") - 1
-        inside = (w >= 0) & (mid < self.win_e[np.clip(w, 0, None)])
+        p_s, p_e, origin, w = iv.split_by(parts_s, parts_e, (self.win_s, self.win_e))
+        inside = w >= 0
         p_s, p_e, w, origin = p_s[inside], p_e[inside], w[inside], origin[inside]
         dur = p_e - p_s
         bucket = parts_b[origin]
@@ -630,7 +647,9 @@ class _ProcessDevice:
             "end": end,
             "cause": cause_idx,
             "detail": detail,
-            "readback_bytes": prev_bytes[readback & self._in_windows(idle_s, idle_e)],
+            "readback_bytes": prev_bytes[
+                readback & iv.overlaps_any(idle_s, idle_e, (self.win_s, self.win_e))
+            ],
         }
 
     def _first_htod(self, is_htod: np.ndarray) -> np.ndarray:
@@ -657,21 +676,12 @@ class _ProcessDevice:
         u = iv.union(ovh["start"], ovh["end"])
         if not u[0].size or not s.size:
             return s, e, c, d, k
-        p_s, p_e, origin = iv.split_at(s, e, np.concatenate(u))
-        mid = p_s + (p_e - p_s) // 2
-        j = np.searchsorted(u[0], mid, side="right") - 1
-        hit = (j >= 0) & (u[1][np.clip(j, 0, None)] > mid)
+        p_s, p_e, origin, holder = iv.split_by(s, e, u)
+        hit = holder >= 0
         c, d = c[origin], d[origin].copy()
         c[hit] = IDLE_CAUSES.index("profiler_overhead")
         d[hit] = "nsys"
         return p_s, p_e, c, d, k[origin]
-
-    def _in_windows(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-        """Which intervals [s, e) overlap a step window."""
-        w = np.searchsorted(self.win_e, s, side="right")  # the first window ending after s
-        ok = w < self.win_s.size
-        ok[ok] = self.win_s[w[ok]] < e[ok]
-        return ok
 
     def _drain_episodes(
         self, idle_s: np.ndarray, idle_e: np.ndarray, drained: np.ndarray
@@ -871,29 +881,10 @@ def _fixed_windows(starts: pd.Series, ends: pd.Series) -> tuple[np.ndarray, np.n
     return edges[:-1], edges[1:]
 
 
-def _clip(s: np.ndarray, e: np.ndarray, lo: int, hi: int):
-    s2, e2 = np.maximum(s, lo), np.minimum(e, hi)
-    keep = e2 > s2
-    return s2[keep], e2[keep], keep
-
-
-def _any_overlap(ops: pd.DataFrame, ranges: pd.DataFrame) -> bool:
-    """Does any operation overlap any of the (sorted, top-level) ranges?"""
-    if not len(ops) or not len(ranges):
-        return False
-    r_s, r_e = ranges["start"].to_numpy(), np.maximum.accumulate(ranges["end"].to_numpy())
-    first = np.searchsorted(r_e, ops["start"].to_numpy(), side="right")
-    ok = first < r_s.size
-    return bool((r_s[np.clip(first, 0, r_s.size - 1)] < ops["end"].to_numpy())[ok].any())
-
-
 def _clip_windows(u: iv.Intervals, win_s: np.ndarray, win_e: np.ndarray) -> iv.Intervals:
     """The parts of disjoint sorted intervals ``u`` inside the (disjoint, sorted) windows."""
-    s, e, _ = iv.split_at(u[0], u[1], np.concatenate([win_s, win_e]))
-    mid = s + (e - s) // 2
-    j = np.searchsorted(win_s, mid, side="right") - 1
-    inside = (j >= 0) & (win_e[np.clip(j, 0, None)] > mid)
-    return s[inside], e[inside]
+    s, e, _, holder = iv.split_by(u[0], u[1], (win_s, win_e))
+    return s[holder >= 0], e[holder >= 0]
 
 
 def _label_at(column: pd.Series, idx: np.ndarray) -> np.ndarray:

@@ -185,6 +185,35 @@ def split_at(starts: np.ndarray, ends: np.ndarray, points) -> tuple[np.ndarray, 
     return piece_s, piece_e, origin
 
 
+def split_by(starts: np.ndarray, ends: np.ndarray, by: Intervals) -> tuple[np.ndarray, ...]:
+    """Cut disjoint sorted segments at every edge of ``by`` (intervals sorted by start, each
+    ending after the one before) and say which of them holds each piece.
+
+    Returns (starts, ends, origin, holder): the pieces, the segment each came from, and the
+    index of the ``by`` interval holding it, -1 for a piece outside them all.
+    """
+    p_s, p_e, origin = split_at(starts, ends, np.concatenate([by[0], by[1]]))
+    if not by[0].size:
+        return p_s, p_e, origin, np.full(p_s.size, -1, dtype=np.int64)
+    mid = p_s + (p_e - p_s) // 2
+    k = np.searchsorted(by[0], mid, side="right") - 1
+    inside = (k >= 0) & (by[1][np.clip(k, 0, None)] > mid)
+    return p_s, p_e, origin, np.where(inside, k, -1)
+
+
+def overlaps_any(starts: np.ndarray, ends: np.ndarray, by: Intervals) -> np.ndarray:
+    """Per interval [start, end), does it overlap one of ``by`` (sorted by start, each ending
+    after the one before): start before that one's end and end after its start? (So an empty
+    interval strictly inside one overlaps it.)"""
+    b_s, b_e = by
+    if not b_s.size:
+        return np.zeros(starts.size, dtype=bool)
+    first = np.searchsorted(b_e, starts, side="right")  # the first one ending after the start
+    ok = first < b_s.size
+    ok[ok] = b_s[first[ok]] < ends[ok]
+    return ok
+
+
 def outermost_cover(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Per point, the index of the earliest-starting interval holding it, or -1.
 

@@ -141,8 +141,11 @@ def find_steps(events: Events, step_range: str | None = None) -> StepRanges | No
 def analyze_steps(events: Events, step_range: str | None = None) -> StepsResult | None:
     """The per-step breakdown, or None when no repeating top-level range exists."""
     found = find_steps(events, step_range)
-    if found is None:
-        return None
+    return None if found is None else step_breakdown(events, found)
+
+
+def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
+    """The per-step breakdown of the steps ``find_steps`` found in ``events``."""
     chosen, thread, steps, ranges = found.pattern, found.thread, found.ranges, found.all_ranges
 
     s, e = steps["start"].to_numpy(), steps["end"].to_numpy()

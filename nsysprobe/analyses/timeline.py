@@ -31,7 +31,7 @@ from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, api_name
 from nsysprobe.analyses.gaps import OS_WAITS, GapsResult, api_category
 from nsysprobe.analyses.steps import StepsResult
-from nsysprobe.trace.reader import COPY_KIND_LABELS, Trace
+from nsysprobe.trace.reader import Trace
 
 STEPS_SHOWN = 3
 MAX_THREADS = 6
@@ -262,7 +262,8 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
         )
     c = _in(events.memcpy, w0, w1)
     if len(c):
-        kind_names = [COPY_KIND_LABELS.get(int(x), f"kind {int(x)}") for x in c["copyKind"]]
+        copy_labels = events.trace.copy_kind_labels()
+        kind_names = [copy_labels.get(int(x), f"kind {int(x)}") for x in c["copyKind"]]
         src = [labels.get(int(x), "Unknown") for x in c["srcKind"]]
         parts.append(
             pd.DataFrame(

@@ -1,9 +1,10 @@
 """Transfers: copies by copy kind and memory kind, and the APIs that issued them.
 
 Per (copy kind, source memory kind, destination memory kind): count, bytes, the **sum** of copy
-durations and the achieved GB/s (bytes / summed duration). Memory-kind labels come from the
-export's ``ENUM_CUDA_MEM_KIND`` when present and from the exported numbering otherwise (0
-Pageable, 1 Pinned, 2 Device, ...; raw CUPTI numbers them differently).
+durations and the achieved GB/s (bytes / summed duration). Copy- and memory-kind labels come
+from the export's ``ENUM_CUDA_MEMCPY_OPER`` and ``ENUM_CUDA_MEM_KIND`` when present and from
+the exported numbering otherwise (0 Pageable, 1 Pinned, 2 Device, ...; raw CUPTI numbers
+memory kinds differently).
 
 ``memcpy_busy_ns`` and ``kernel_busy_ns`` are **unions** over all devices, and their ratio says
 how much GPU time copies take against compute.
@@ -22,7 +23,7 @@ import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, api_name
-from nsysprobe.trace.reader import COPY_KIND_LABELS, pid_of
+from nsysprobe.trace.reader import pid_of
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,8 @@ class TransfersResult:
 def analyze_transfers(events: Events) -> TransfersResult:
     mc = events.memcpy
     mem_labels = events.trace.mem_kind_labels()
-    kind = mc["copyKind"].map(lambda k: COPY_KIND_LABELS.get(int(k), f"kind {int(k)}"))
+    copy_labels = events.trace.copy_kind_labels()
+    kind = mc["copyKind"].map(lambda k: copy_labels.get(int(k), f"kind {int(k)}"))
     src = mc["srcKind"].map(lambda k: mem_labels.get(int(k), "Unknown"))
     dst = mc["dstKind"].map(lambda k: mem_labels.get(int(k), "Unknown"))
     table = pd.DataFrame(

@@ -449,23 +449,22 @@ class Trace:
         """copyKind -> ``HtoD``, ``DtoH``, ... from ``ENUM_CUDA_MEMCPY_OPER`` when the export
         has it (its names, ``CUDA_MEMCPY_KIND_HTOD``, shortened), else the documented
         numbering."""
-        table = "ENUM_CUDA_MEMCPY_OPER"
-        if table not in self.tables:
-            return dict(COPY_KIND_LABELS)
-        df = self._select(table, ["id", "name"])
-        labels = dict(COPY_KIND_LABELS)
-        for i, name in zip(map(as_int, df["id"]), df["name"]):
-            if i is not None and name is not None:
-                labels[i] = _copy_kind_label(as_text(name))
-        return labels
+        return self._enum_labels(
+            "ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS, column="name", label=_copy_kind_label
+        )
 
-    def _enum_labels(self, table: str, default: dict[int, str]) -> dict[int, str]:
+    def _enum_labels(
+        self, table: str, default: dict[int, str], column: str = "label", label=None
+    ) -> dict[int, str]:
+        """id -> the text of ``column`` in an ``ENUM_*`` table (through ``label`` when given),
+        over ``default`` for ids the table lacks or when the export has no such table."""
         if table not in self.tables:
             return dict(default)
-        df = self._select(table, ["id", "label"])
+        df = self._select(table, ["id", column])
         labels = dict(default)
-        pairs = zip(map(as_int, df["id"]), df["label"])
-        labels.update({i: as_text(lab) for i, lab in pairs if i is not None and lab is not None})
+        convert = label or (lambda text: text)
+        pairs = zip(map(as_int, df["id"]), df[column])
+        labels.update({i: convert(as_text(v)) for i, v in pairs if i is not None and v is not None})
         return labels
 
     # -- events ---------------------------------------------------------------------------

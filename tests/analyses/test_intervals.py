@@ -222,3 +222,38 @@ def test_innermost_cover_is_not_thrown_by_an_empty_interval():
     # interval holding the point is still [2, 8).
     got = iv.innermost_cover(np.array([0, 2, 4]), np.array([10, 8, 4]), np.arange(11))
     assert got.tolist() == [0, 0, 1, 1, 1, 1, 1, 1, 0, 0, -1]
+
+
+@given(disjoint_sorted(), disjoint_sorted())
+def test_split_by_says_which_interval_holds_each_piece(segments, by):
+    """Every unit cell of a segment lies in exactly one piece, and that piece's holder is the
+    ``by`` interval covering the cell (-1 where none does)."""
+    s, e = (np.array(x, dtype=np.int64) for x in zip(*segments)) if segments else (_E, _E)
+    b_s, b_e = (np.array(x, dtype=np.int64) for x in zip(*by)) if by else (_E, _E)
+    p_s, p_e, origin, holder = iv.split_by(s, e, (b_s, b_e))
+    want = cell_labels(by, range(len(by)))
+    got = np.full(TIME + 1, -2, dtype=np.int64)
+    for a, b, o, h in zip(p_s.tolist(), p_e.tolist(), origin.tolist(), holder.tolist()):
+        assert segments[o][0] <= a < b <= segments[o][1]
+        assert (got[a:b] == -2).all()
+        got[a:b] = h
+    covered = cell_labels(segments, [0] * len(segments)) == 0
+    assert (got[covered] == want[covered]).all()
+    assert (got[~covered] == -2).all()
+
+
+@given(st.lists(interval, max_size=15), disjoint_sorted())
+def test_overlaps_any_matches_pairwise_overlap(ivs, by):
+    starts, ends = arrays(ivs)
+    b_s, b_e = (np.array(x, dtype=np.int64) for x in zip(*by)) if by else (_E, _E)
+    got = iv.overlaps_any(starts, ends, (b_s, b_e))
+    # Pairwise: it starts before one's end and ends after its start (an empty interval
+    # strictly inside one overlaps it too).
+    want = [any(s < be and e > bs for bs, be in by) for s, e in ivs]
+    assert got.tolist() == want
+    # For non-empty intervals that is sharing a unit cell.
+    inside = cell_labels(by, [1] * len(by)) == 1
+    assert all(got[i] == bool(inside[s:e].any()) for i, (s, e) in enumerate(ivs) if e > s)
+
+
+_E = np.empty(0, dtype=np.int64)
