@@ -75,7 +75,7 @@ def mann_whitney(a, b) -> tuple[float, float]:
     ranks = _midranks(pooled)
     u = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2)
     mean = n1 * n2 / 2
-    if math.comb(n1 + n2, n1) <= EXACT_SPLITS:
+    if _splits_at_most(n1 + n2, n1, EXACT_SPLITS):
         dist = (
             np.fromiter(
                 (ranks[list(c)].sum() for c in itertools.combinations(range(n1 + n2), n1)),
@@ -92,6 +92,17 @@ def mann_whitney(a, b) -> tuple[float, float]:
         return u, 1.0
     z = max(abs(u - mean) - 0.5, 0.0) / math.sqrt(var)
     return u, float(min(1.0, math.erfc(z / math.sqrt(2))))
+
+
+def _splits_at_most(n: int, k: int, limit: int) -> bool:
+    """comb(n, k) <= limit, without computing a huge comb (samples of thousands)."""
+    k = min(k, n - k)
+    value = 1
+    for i in range(1, k + 1):
+        value = value * (n - k + i) // i
+        if value > limit:
+            return False
+    return True
 
 
 def _midranks(values: np.ndarray) -> np.ndarray:

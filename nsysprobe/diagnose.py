@@ -20,7 +20,11 @@ time measured. The ids are stable, so scripts can rely on them:
     launch_overhead        idle between launches: each launch costs more than its kernel
     cpu_overhead           the training thread's own code while the GPU idles, by NVTX range
     os_runtime_stall       the training thread inside OS calls (munmap, ...) while the GPU idles
-    exposed_communication  NCCL kernels with no compute kernel running
+    late_rank              (a report holding every rank) this rank's NCCL kernels waited for
+                           another rank that arrives last at the collectives: fix that rank
+                           (its own cause is named), not the communication
+    exposed_communication  NCCL work with no compute kernel running, less the part spent
+                           waiting for a late rank
     warmup_in_capture      loading CUDA modules (lazy loading, JIT) inside the captured steps
     profiler_overhead      nsys's own overhead: the measurement, not the workload
     gpu_idle               idle with no canned fix (work queued but started late, other CUDA
@@ -44,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nsysprobe.analyses.account import Account
+from nsysprobe.analyses.arrivals import Arrivals, late_causes, process_label, rank_accounts
 from nsysprobe.analyses.cpu_placement import CpuPlacementResult
 from nsysprobe.analyses.health import Finding
 from nsysprobe.analyses.transfers import TransfersResult
@@ -82,6 +87,9 @@ class Evidence:
     transfers: TransfersResult | None
     placement: CpuPlacementResult | None
     health: tuple[Finding, ...]
+    # A report holding every rank: all its accounts, and the ranks' arrivals at collectives.
+    accounts: tuple[Account, ...] = ()
+    arrivals: Arrivals | None = None
 
 
 def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
@@ -403,23 +411,98 @@ def _os(ev: Evidence, a: Account) -> Recommendation | None:
     )
 
 
+def _waited(ev: Evidence, a: Account) -> tuple[int, list]:
+    """The main account's NCCL time spent waiting for a straggler, and the stragglers."""
+    arr = ev.arrivals
+    me = arr.rank(process_label(a.pid)) if arr else None
+    if me is None:
+        return 0, []
+    late = [r for r in arr.ranks if r.verdict == "straggler" and r.label != me.label]
+    return (min(me.waited_ns, a.ns("communication")) if late else 0), late
+
+
+def _late_rank(ev: Evidence, a: Account) -> Recommendation | None:
+    waited, late = _waited(ev, a)
+    if not waited:
+        return None
+    worst = max(late, key=lambda r: r.held_up_ns)
+    ranked = rank_accounts(ev.accounts)
+    theirs = next((o for o in ranked.values() if process_label(o.pid) == worst.label), None)
+    others = [o for o in ranked.values() if o is not theirs]
+    causes = ()
+    if theirs is not None and theirs.step_count:
+        per_step = {b.name: b.total_ns / theirs.step_count for b in theirs.buckets}
+        held = worst.held_up_ratio * theirs.wall_ns / theirs.step_count
+        causes = late_causes(
+            per_step,
+            [
+                {b.name: b.total_ns / o.step_count for b in o.buckets}
+                for o in others
+                if o.step_count
+            ],
+            held,
+        )
+    why = (
+        f"{worst.label} is late: {causes[0].what} ({_ms(causes[0].ns_per_step)} per step vs the "
+        f"others' {_ms(causes[0].others_ns_per_step)})"
+        if causes
+        else f"{worst.label}'s own account shows no bucket above the other ranks'"
+    )
+    return _rec(
+        a,
+        "late_rank",
+        f"Fix the rank the others wait for: {worst.label}",
+        ("communication",),
+        (
+            f"this rank's NCCL kernels waited {_ms(waited)} ({_ratio(waited, a.wall_ns):.0%} of "
+            f"the step time) for {worst.label}, the latest at the collectives in "
+            f"{worst.last_rounds} of {worst.rounds} rounds; {why}"
+        ),
+        (
+            (f"on {worst.label}: see {causes[0].recommendation}; " if causes else "")
+            + "nsysprobe analyze --ranks shows every rank's account side by side; tuning "
+            "communication does not remove a wait for a late rank"
+        ),
+        saved=waited,
+        late_rank=worst.label,
+        late_cause=causes[0].recommendation if causes else "",
+    )
+
+
 def _communication(ev: Evidence, a: Account) -> Recommendation | None:
+    waited, late = _waited(ev, a)
+    each = "; ".join(
+        f"{c.name} x{c.count}: {_ms(c.exposed_ns)} exposed of {_ms(c.total_ns)}"
+        for c in a.collectives[:3]
+    )
+    wait_note = (
+        f"; {_ms(waited)} of it waiting for {late[0].label} (see late_rank)" if waited else ""
+    )
     return _rec(
         a,
         "exposed_communication",
         "Hide communication behind compute",
         ("communication",),
         (
-            f"NCCL kernels ran {_ms(a.ns('communication'))} with no compute kernel running "
+            f"NCCL work ran {_ms(a.ns('communication'))} with no compute kernel running "
             f"({_share(a, 'communication')} of the step time; "
             f"{_ms(a.communication_overlapped_ns)} of {_ms(a.communication_ns)} overlapped)"
+            + (f": {each}" if each else "")
+            + wait_note
         ),
         (
-            "DDP: tune bucket_cap_mb, gradient_as_bucket_view=True, no_sync() for gradient "
-            "accumulation; FSDP: forward/backward prefetch; fewer, larger collectives"
+            "DDP: overlap the all-reduce with backward (the default; keep find_unused_parameters "
+            "off), tune bucket_cap_mb (larger buckets, fewer collectives), "
+            "gradient_as_bucket_view=True, no_sync() for gradient-accumulation steps; FSDP: "
+            "forward_prefetch/backward_prefetch=BACKWARD_PRE, limit_all_gathers; "
+            "fewer, larger collectives. Part of the exposed time can be waiting for a slower "
+            "rank: nsysprobe analyze on every rank's report names the rank that arrives last"
         ),
+        saved=a.ns("communication") - waited,
         communication_ns=a.communication_ns,
         communication_overlapped_ns=a.communication_overlapped_ns,
+        collectives=each,
+        waiting_for_late_rank_ns=waited,
     )
 
 
@@ -588,6 +671,7 @@ RULES = (
     _launch,
     _cpu,
     _os,
+    _late_rank,
     _communication,
     _warmup,
     _overhead,

@@ -16,16 +16,24 @@ Step starts are aligned across reports on the UTC clock: the report's session st
 **start lag** is the median over step indexes of how much later its step began than the
 earliest rank's step of the same index (only among ranks whose session start is known).
 
-A rank is a **straggler** when its per-step wall times are slower than those of every other
-rank pooled. Steps are matched by index across ranks and each divided by the median across
-ranks of the same step (``relative_steps``), so what every rank shares cancels out. The test
-is Mann-Whitney U (``nsysprobe.compare.mann_whitney``), one-sided, with p < ``ALPHA`` / ranks
-tested (Bonferroni), and the effect size must reach ``MIN_SLOWDOWN_RATIO``: the rank's median
-relative step over the others' (a significant 1 % is not a straggler). The
-stragglers and the slowest ranks slower than the others' median (``SLOWEST_LISTED``) are
-listed with what distinguishes each: the figures where it
-exceeds the median of the other ranks by ``DISTINCT_RATIO`` and by at least the metric's
-floor (GPU idle, pageable copies, OS-runtime call time, start lag).
+A rank is a **straggler** when it arrives later than the others at the collectives,
+consistently and by enough to matter (``nsysprobe.analyses.arrivals``): in synchronous
+training the fast ranks wait inside the collective for it, so every rank's step takes the same
+wall time and a wall-time test cannot see it. Why it is late comes from its own step account
+against the other ranks' (``straggler_causes``): the buckets where it spends more time per step
+than the other ranks' median (its input, pageable copies, host syncs, slower GPU work, ...),
+and its threads' NUMA placement where the capture has it.
+
+Without collectives (ranks that do not communicate), a rank is **slower** when its per-step
+wall times are slower than those of every other rank pooled. Steps are matched by index across
+ranks and each divided by the median across ranks of the same step (``relative_steps``), so
+what every rank shares cancels out. The test is Mann-Whitney U
+(``nsysprobe.compare.mann_whitney``), one-sided, with p < ``ALPHA`` / ranks tested
+(Bonferroni), and the effect size must reach ``MIN_SLOWDOWN_RATIO``: the rank's median relative
+step over the others' (a significant 1 % is not slower). The stragglers and the slowest ranks
+slower than the others' median (``SLOWEST_LISTED``) are listed with what distinguishes each:
+the figures where it exceeds the median of the other ranks by ``DISTINCT_RATIO`` and by at
+least the metric's floor (GPU idle, pageable copies, OS-runtime call time, start lag).
 """
 
 from __future__ import annotations
@@ -42,6 +50,14 @@ from pathlib import Path
 
 import numpy as np
 
+from nsysprobe.analyses.arrivals import (
+    Arrivals,
+    Cause,
+    RankCollectives,
+    analyze_arrivals,
+    late_causes,
+    rank_accounts,
+)
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.compare import ALPHA, MIN_STEPS, mann_whitney
 from nsysprobe.errors import InputError, NsysprobeError
@@ -63,6 +79,8 @@ DISTINCT_METRICS = (
     ("start_lag_ns", "step start lag", "ns"),
 )
 _GLOB_CHARS = re.compile(r"[*?\[]")
+# NUMA: the rank's threads ran this much less of their time on the GPU's node than the others'.
+NUMA_CAUSE_DROP_RATIO = 0.25
 
 
 @dataclass(frozen=True)
@@ -92,6 +110,15 @@ class RankSummary:
     worker: str = ""  # the Dask worker that analyzed it
     analyze_s: float = 0.0  # the task's time for the whole report
     peak_rss_bytes: int | None = None  # the worker process's peak resident memory so far
+    # The step account of its main process and GPU: the mean per step of each bucket, and its
+    # NCCL work (all of it, and the part with no compute kernel running).
+    bucket_ns_per_step: tuple[tuple[str, int], ...] = ()
+    account_step_ns: int = 0  # the account's mean step (or window) wall time
+    communication_ns: int = 0
+    communication_exposed_ns: int = 0
+    gpu_node_ratio: float | None = None  # its threads' share of run time on the GPU's node
+    # Its NCCL operations for the arrivals (not in the JSON).
+    collectives: RankCollectives | None = None
 
 
 @dataclass(frozen=True)
@@ -117,9 +144,10 @@ class Distinction:
 @dataclass(frozen=True)
 class SlowRank:
     label: str
-    median_step_ns: int
+    median_step_ns: int | None  # None without NVTX steps
     slowdown_ratio: float | None
     distinctions: tuple[Distinction, ...]
+    causes: tuple[Cause, ...] = ()  # for a straggler: why it arrives late, largest first
 
 
 @dataclass(frozen=True)
@@ -131,6 +159,7 @@ class ManyReport:
     slowest: tuple[SlowRank, ...]
     alignment: str  # "utc" (every rank's session start known), "partial" or "none"
     thresholds: dict[str, float] = field(default_factory=dict)
+    arrivals: Arrivals | None = None  # None when fewer than two ranks have collectives
 
     @property
     def errors(self) -> tuple[RankSummary, ...]:
@@ -211,7 +240,11 @@ def summarize_report(path: str, label: str, options: dict) -> list[RankSummary]:
         if isinstance(report, str):
             out.append(_error_summary(rank_label, source.name, report))
         else:
-            out.append(summary_of(report, rank_label, source.name, pid if multi else None))
+            out.append(
+                summary_of(
+                    report, rank_label, source.name, pid if multi else None, str(source.resolve())
+                )
+            )
     return [replace(s, worker=worker, analyze_s=elapsed, peak_rss_bytes=rss) for s in out]
 
 
@@ -231,9 +264,12 @@ def _analyze_ranks(source: Path, options: dict) -> list[tuple[int | None, Report
     return [(pid, analyze(sqlite, pid=pid, **options)) for pid in pids]
 
 
-def summary_of(report: Report, label: str, source: str, pid: int | None = None) -> RankSummary:
+def summary_of(
+    report: Report, label: str, source: str, pid: int | None = None, clock: str | None = None
+) -> RankSummary:
     """The compact figures of one rank's Report (those of ``compare`` plus OS-runtime time and
-    the step start times)."""
+    the step start times). ``clock``: what tells its report apart from the others' (the
+    report's path; ranks of one report share its clock), by default ``source``."""
     from nsysprobe.metrics import metrics_of
 
     m = metrics_of(report)
@@ -241,6 +277,27 @@ def summary_of(report: Report, label: str, source: str, pid: int | None = None) 
     rows = report.steps.rows if report.steps else ()
     functions = report.osrt.functions if report.osrt else None
     verdict = report.verdict
+    account = report.account.main if report.account else None
+    if account is not None:
+        # The rank is the GPU of its NCCL work, not a stray context on another GPU.
+        account = rank_accounts(report.account.accounts).get(account.pid, account)
+    buckets, collectives = (), None
+    if account is not None and account.step_count:
+        buckets = tuple((b.name, b.total_ns // account.step_count) for b in account.buckets)
+    ops = account.communication_ops if account is not None else None
+    if ops is not None and len(ops):
+        shift = start or 0
+        collectives = RankCollectives(
+            label=label,
+            source=clock or source,
+            utc=start is not None,
+            start_ns=ops.start_ns + shift,
+            end_ns=ops.end_ns + shift,
+            collective=ops.collective,
+            round_start_ns=ops.window_start_ns + shift if ops.stepped else np.empty(0, np.int64),
+            round_end_ns=ops.window_end_ns + shift if ops.stepped else np.empty(0, np.int64),
+            round_names=tuple(ops.window_names.tolist()) if ops.stepped else (),
+        )
     return RankSummary(
         label=label,
         source=source,
@@ -262,7 +319,21 @@ def summary_of(report: Report, label: str, source: str, pid: int | None = None) 
         top_gain_ratio=verdict.expected_gain_ratio if verdict else None,
         step_wall_ns=tuple(r.wall_ns for r in rows),
         step_start_ns=tuple(r.start_ns + (start or 0) for r in rows),
+        bucket_ns_per_step=buckets,
+        account_step_ns=account.wall_ns // account.step_count if buckets else 0,
+        communication_ns=account.communication_ns if account else 0,
+        communication_exposed_ns=account.ns("communication") if account else 0,
+        gpu_node_ratio=_gpu_node_ratio(report),
+        collectives=collectives,
     )
+
+
+def _gpu_node_ratio(report: Report) -> float | None:
+    """The share of its threads' run time on the GPU's NUMA node, when the capture has it."""
+    p = report.placement
+    roles = [r for r in p.roles if r.gpu_node_ratio is not None] if p else []
+    run = sum(r.run_ns for r in roles)
+    return sum(r.gpu_node_ratio * r.run_ns for r in roles) / run if run else None
 
 
 def _error_summary(label: str, source: str, error: str) -> RankSummary:
@@ -406,8 +477,11 @@ def cross_rank(summaries: Sequence[RankSummary]) -> ManyReport:
     lags = start_lags(ok)
     relative = relative_steps([s for s in ok if len(s.step_wall_ns) >= MIN_STEPS])
     alpha = ALPHA / max(1, len(relative))
-    verdicts = [_verdict(s, relative, alpha, lags.get(s.label)) for s in summaries]
-    stragglers = tuple(v.label for v in verdicts if v.verdict == "straggler")
+    arrivals = analyze_arrivals([s.collectives for s in ok if s.collectives is not None])
+    stragglers = arrivals.stragglers if arrivals else ()
+    verdicts = [
+        _verdict(s, relative, alpha, lags.get(s.label), arrivals, stragglers) for s in summaries
+    ]
     starts = [s.session_start_utc_ns for s in ok]
     alignment = (
         "utc"
@@ -419,7 +493,7 @@ def cross_rank(summaries: Sequence[RankSummary]) -> ManyReport:
         ranks=tuple(summaries),
         verdicts=tuple(verdicts),
         stragglers=stragglers,
-        slowest=_slowest(ok, {v.label: v for v in verdicts}),
+        slowest=_slowest(ok, {v.label: v for v in verdicts}, arrivals),
         alignment=alignment,
         thresholds={
             "alpha": ALPHA,
@@ -428,6 +502,7 @@ def cross_rank(summaries: Sequence[RankSummary]) -> ManyReport:
             "distinct_ratio": DISTINCT_RATIO,
             "min_steps": MIN_STEPS,
         },
+        arrivals=arrivals,
     )
 
 
@@ -459,13 +534,31 @@ def start_lags(ranks: Sequence[RankSummary]) -> dict[str, int]:
 
 
 def _verdict(
-    s: RankSummary, relative: dict[str, np.ndarray], alpha: float, lag: int | None
+    s: RankSummary,
+    relative: dict[str, np.ndarray],
+    alpha: float,
+    lag: int | None,
+    arrivals: Arrivals | None,
+    stragglers: tuple[str, ...],
 ) -> RankVerdict:
     def unknown(why: str) -> RankVerdict:
         return RankVerdict(s.label, "unknown", None, None, None, lag, why)
 
     if s.error is not None:
         return unknown("not analyzed")
+    mine = arrivals.rank(s.label) if arrivals else None
+    if mine is not None:
+        # Ranks that communicate: arrivals decide; step walls are the same on every rank.
+        unit = "steps" if arrivals.rounds_basis == "steps" else "collectives"
+        why = (
+            f"the latest at the collectives in {mine.last_rounds} of {mine.rounds} {unit}; "
+            f"later than another rank's in {mine.late_share_ratio:.0%} of comparisons "
+            f"(Mann-Whitney U of its lateness per round, one-sided p={mine.p_value:.3g}); held "
+            f"the others up {mine.held_up_ns / 1e6:.1f} ms ({mine.held_up_ratio:.1%} of the "
+            f"time); waited {mine.waited_ns / 1e6:.1f} ms for later ranks"
+        )
+        verdict = "straggler" if s.label in stragglers else mine.verdict
+        return RankVerdict(s.label, verdict, None, mine.p_value, None, lag, why)
     if len(s.step_wall_ns) < MIN_STEPS:
         return unknown(f"needs {MIN_STEPS}+ steps to test (has {len(s.step_wall_ns)})")
     if s.label not in relative:
@@ -482,35 +575,70 @@ def _verdict(
         f"vs {pooled.size} of {len(relative) - 1} other ranks, one-sided p={p:.3g}, "
         f"median x{slowdown:.3f}"
     )
-    if p >= alpha:
-        verdict = "not slower"
-    elif slowdown >= MIN_SLOWDOWN_RATIO:
-        verdict = "straggler"
-    else:
-        verdict = "slower"
+    # Without collectives the ranks do not wait for each other: a rank with slower steps is
+    # slower, never a straggler (a straggler is late at the collectives).
+    verdict = "slower" if p < alpha and slowdown >= MIN_SLOWDOWN_RATIO else "not slower"
     return RankVerdict(s.label, verdict, slowdown, p, slower_share, lag, why)
 
 
-def _slowest(ok: list[RankSummary], verdicts: dict[str, RankVerdict]) -> tuple[SlowRank, ...]:
+def _slowest(
+    ok: list[RankSummary], verdicts: dict[str, RankVerdict], arrivals: Arrivals | None
+) -> tuple[SlowRank, ...]:
     timed = [s for s in ok if s.median_step_ns is not None]
-    if len(timed) < 2:
+    listed = [s for s in ok if verdicts[s.label].verdict == "straggler"]
+    if len(timed) >= 2:
+        timed.sort(key=lambda s: (-s.median_step_ns, s.label))
+        listed += [
+            s
+            for s in timed[:SLOWEST_LISTED]
+            if s not in listed and (verdicts[s.label].slowdown_ratio or 0.0) > 1.0
+        ]
+    if len(ok) < 2:
         return ()
-    timed.sort(key=lambda s: (-s.median_step_ns, s.label))
-    listed = [s for s in timed if verdicts[s.label].verdict == "straggler"]
-    listed += [
-        s
-        for s in timed[:SLOWEST_LISTED]
-        if s not in listed and (verdicts[s.label].slowdown_ratio or 0.0) > 1.0
-    ]
     return tuple(
         SlowRank(
             label=s.label,
             median_step_ns=s.median_step_ns,
             slowdown_ratio=verdicts[s.label].slowdown_ratio,
             distinctions=_distinctions(s, [o for o in ok if o is not s], verdicts),
+            causes=straggler_causes(s, [o for o in ok if o is not s], arrivals)
+            if verdicts[s.label].verdict == "straggler"
+            else (),
         )
         for s in listed
     )
+
+
+def straggler_causes(
+    s: RankSummary, others: list[RankSummary], arrivals: Arrivals | None
+) -> tuple[Cause, ...]:
+    """Why the straggler is late (``late_causes`` on the ranks' step accounts), and its NUMA
+    placement when the others ran on their GPU's node and it did not."""
+    mine_arrival = arrivals.rank(s.label) if arrivals else None
+    held = mine_arrival.held_up_ratio * s.account_step_ns if mine_arrival else 0.0
+    out = list(
+        late_causes(
+            dict(s.bucket_ns_per_step),
+            [dict(o.bucket_ns_per_step) for o in others if o.bucket_ns_per_step],
+            held,
+        )
+    )
+    theirs = [o.gpu_node_ratio for o in others if o.gpu_node_ratio is not None]
+    if s.gpu_node_ratio is not None and theirs:
+        median = float(np.median(theirs))
+        if median - s.gpu_node_ratio >= NUMA_CAUSE_DROP_RATIO:
+            out.insert(
+                0,
+                Cause(
+                    f"NUMA: its threads ran {s.gpu_node_ratio:.0%} of their time on the GPU's "
+                    f"node, the other ranks' {median:.0%}",
+                    "numa_binding",
+                    (),
+                    s.gpu_node_ratio,
+                    median,
+                ),
+            )
+    return tuple(out)
 
 
 def _metric(s: RankSummary, verdicts: dict[str, RankVerdict], name: str) -> float | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsysprobe.analyses.account import AccountResult, analyze_account
+from nsysprobe.analyses.arrivals import Arrivals, within_report
 from nsysprobe.analyses.cpu_placement import CpuPlacementResult, analyze_cpu_placement
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps, device_gaps
@@ -55,6 +56,7 @@ class Report:
     overlap: OverlapResult | None
     steps: StepsResult | None
     account: AccountResult | None
+    arrivals: Arrivals | None  # a report holding several ranks: their arrivals at collectives
     placement: CpuPlacementResult | None
     findings: tuple[Finding, ...]
     recommendations: tuple[Recommendation, ...]
@@ -97,6 +99,28 @@ def analyze(
             topology=topology,
             pid=pid,
         )
+
+
+def _waiting_rank_first(account: AccountResult, arrivals: Arrivals) -> AccountResult:
+    """With a straggler among the report's ranks, the verdict is read from the rank that
+    waited for it longest: the job's time goes to that wait (the straggler's own account sees
+    its cause, not what it costs the others; ``late_rank`` names both)."""
+    from dataclasses import replace
+
+    from nsysprobe.analyses.arrivals import process_label
+
+    waited = {r.label: r.waited_ns for r in arrivals.ranks if r.label not in arrivals.stragglers}
+    best = max(
+        range(len(account.accounts)),
+        key=lambda i: (
+            waited.get(process_label(account.accounts[i].pid), -1),
+            account.accounts[i].communication_ns,
+            -i,
+        ),
+    )
+    if waited.get(process_label(account.accounts[best].pid), -1) < 0:
+        return account
+    return replace(account, primary=best)
 
 
 def analyze_trace(
@@ -160,6 +184,9 @@ def analyze_trace(
     account = analyze_account(events, step_range, steps=found_steps) if gpu else None
     if account is not None and not account.accounts:
         account = None
+    arrivals = within_report(account.accounts) if account else None
+    if arrivals is not None and arrivals.stragglers:
+        account = _waiting_rank_first(account, arrivals)
     health = analyze_health(events)
     gpu_pids = set().union(*events.device_pids.values()) if events.device_pids else set()
     evidence = Evidence(
@@ -167,6 +194,8 @@ def analyze_trace(
         transfers=transfers,
         placement=placement,
         health=health,
+        accounts=account.accounts if account else (),
+        arrivals=arrivals,
     )
     info = TraceInfo(
         path=trace.path.name,
@@ -185,6 +214,7 @@ def analyze_trace(
         overlap=overlap,
         steps=steps,
         account=account,
+        arrivals=arrivals,
         placement=placement,
         findings=health,
         recommendations=diagnose(evidence),

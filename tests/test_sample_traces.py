@@ -60,9 +60,11 @@ def test_each_trace_gets_its_verdict_from_its_largest_bucket(name):
 
 @pytest.mark.parametrize("name", sorted(MISTAKES))
 def test_mistake_steps_are_the_workloads_steps(name):
-    """20 profiled steps, found from the NVTX range each script names its steps with, or 10
-    equal windows where the script has none (CUB's own ranges are not steps)."""
+    """20 profiled steps (or the manifest's ``steps``), found from the NVTX range each script
+    names its steps with, or 10 equal windows where the script has none (CUB's own ranges are
+    not steps)."""
     path = SAMPLE_TRACES / name
+    n = MISTAKES[name].get("steps", 20)
     account = nsysprobe.analyze(path).account.main
     if MISTAKES[name].get("step_ranges") is False:
         assert account.step_count == 10 and "equal windows" in account.windows
@@ -73,16 +75,16 @@ def test_mistake_steps_are_the_workloads_steps(name):
         "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59 "
         "GROUP BY 1 ORDER BY 2 DESC",
     )
-    # Each script's step ranges: numbered ones (20 distinct names) or one name 20 times.
+    # Each script's step ranges: numbered ones (n distinct names) or one name n times.
     numbered = [row for row in top if row[1] == 1]
-    same = [row for row in top if row[1] == 20]
-    assert len(numbered) >= 20 or same
+    same = [row for row in top if row[1] == n]
+    assert len(numbered) >= n or same
     walls = (
         sum(row[2] for row in same[:1])
-        if same and len(numbered) < 20
-        else sum(sorted(row[2] for row in numbered)[-20:])
+        if same and len(numbered) < n
+        else sum(sorted(row[2] for row in numbered)[-n:])
     )
-    assert account.step_count == 20
+    assert account.step_count == n
     assert account.wall_ns == walls
 
 

@@ -10,7 +10,8 @@ Busy time goes to the first kind running, in this order (so copies and communica
 compute kernel are compute, and what they add is their *exposed* time):
 
     compute          kernels, and CUDA graph replays recorded whole
-    communication    NCCL kernels (``nccl*Kernel*``) with no compute kernel running
+    communication    NCCL's work (``communication.py``: its kernels, and whatever is issued
+                     inside its NVTX ranges) with no compute kernel running: the exposed part
     memcpy K M       copies by copy kind K (HtoD, DtoH, DtoD, ...) and host memory kind M
                      (Pageable, Pinned, ...), with no kernel running
     memset           memsets alone
@@ -66,6 +67,13 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.communication import (
+    CollectiveSummary,
+    collective_of,
+    is_communication_kernel,
+    nccl_issued,
+    summarize,
+)
 from nsysprobe.analyses.events import Events, api_name, range_pattern
 from nsysprobe.analyses.gaps import LAUNCH_APIS, OS_WAITS, SLOW_LAUNCH_NS, SYNC_APIS
 from nsysprobe.analyses.steps import StepRanges, find_steps
@@ -163,6 +171,8 @@ class AccountStep:
     busy_ns: int
     idle_ns: int
     buckets: tuple[tuple[str, int], ...]  # (bucket name, ns), only those above zero
+    communication_ns: int = 0  # NCCL work in the step (union), hidden or not
+    communication_overlapped_ns: int = 0  # the part under compute kernels
 
 
 @dataclass(frozen=True)
@@ -188,10 +198,14 @@ class Account:
     idle_ratio: float  # idle_ns / wall_ns
     buckets: tuple[Bucket, ...]  # busy kinds, then idle causes, each largest first
     steps: tuple[AccountStep, ...]
-    communication_ns: int  # all NCCL kernel time in the steps (union), hidden or not
+    communication_ns: int  # all NCCL work in the steps (union), hidden or not
     communication_overlapped_ns: int  # the part under compute kernels
     readbacks: Readbacks
     loader_processes: int  # DataLoader worker processes in the report (pt_data_worker)
+    collectives: tuple[CollectiveSummary, ...] = ()  # per collective, most exposed first
+    # Every NCCL operation of the process on the device, in or out of the steps, for the
+    # cross-rank arrivals (``arrivals.py``); not part of the JSON.
+    communication_ops: CommunicationOps | None = None
 
     def bucket(self, name: str) -> Bucket | None:
         return next((b for b in self.buckets if b.name == name), None)
@@ -199,6 +213,23 @@ class Account:
     def ns(self, name: str) -> int:
         b = self.bucket(name)
         return b.total_ns if b else 0
+
+
+@dataclass(frozen=True)
+class CommunicationOps:
+    """NCCL operations by start: start and end (the report's clock), collective name; and
+    every window of the account (its NVTX steps when ``stepped``), not only those listed."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    collective: np.ndarray  # object array of names
+    window_start_ns: np.ndarray
+    window_end_ns: np.ndarray
+    window_names: np.ndarray
+    stepped: bool
+
+    def __len__(self) -> int:
+        return int(self.start_ns.size)
 
 
 @dataclass(frozen=True)
@@ -226,6 +257,7 @@ def analyze_account(
     pairs = sorted((p, d) for d, pids in events.device_pids.items() for p in pids)
     pids = sorted({p for p, _ in pairs})
     loaders = _loader_processes(events)
+    issued = nccl_issued(events.runtime, events.nvtx, events.trace.nvtx_domains)
     accounts: list[Account] = []
     for pid in pids:
         own = events if len(pids) == 1 else events.for_process(pid)
@@ -240,7 +272,8 @@ def analyze_account(
             found = None  # --step-range names another process's steps
         for p, dev in pairs:
             if p == pid:
-                accounts.append(_ProcessDevice(own, pid, dev, found, loaders).account())
+                work = _ProcessDevice(own, pid, dev, found, loaders, issued.get(pid))
+                accounts.append(work.account())
     if not accounts:
         return AccountResult(accounts=(), primary=0)
     # The process and GPU doing the most GPU work (a process that only annotates steps, or
@@ -260,11 +293,12 @@ def _loader_processes(events: Events) -> int:
 class _ProcessDevice:
     """The account of one process on one device."""
 
-    def __init__(self, events: Events, pid: int, dev: int, steps, loaders: int):
+    def __init__(self, events: Events, pid: int, dev: int, steps, loaders: int, nccl=None):
         self.ev = events
         self.pid = pid
         self.dev = dev
         self.loaders = loaders
+        self.nccl = nccl  # the calls made inside NCCL's NVTX ranges (``nccl_issued``)
         self.ops = self._ops()
         if steps is not None and not self._any_work_in(steps.ranges):
             steps = None  # none of this GPU work falls in a step: the steps are another's
@@ -300,6 +334,7 @@ class _ProcessDevice:
         ev, pid, dev = self.ev, self.pid, self.dev
         kinds: list[str] = []  # busy-kind labels; rows carry codes into it
         copies: list[str] = [""]
+        collectives: list[str] = [""]  # NCCL collective names; "" for other work
 
         def code(labels: list[str], label: str) -> int:
             if label not in labels:
@@ -309,15 +344,44 @@ class _ProcessDevice:
         def mine(df):
             return df[(df["deviceId"].to_numpy() == dev) & (pid_of(df["globalPid"]) == pid)]
 
+        if self.nccl is not None and len(self.nccl):
+            nccl_corr = self.nccl["correlationId"].to_numpy()
+            nccl_coll = np.array(
+                [code(collectives, n) for n in self.nccl["collective"].tolist()], dtype=np.int64
+            )
+        else:
+            nccl_corr = nccl_coll = np.empty(0, dtype=np.int64)
+
+        def issued_by_nccl(f: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+            """Work issued inside an NCCL range is communication, named by that range
+            (unless a kernel's own name says which collective it is)."""
+            hit = _lookup(nccl_corr, df["correlationId"].to_numpy())
+            inside = hit >= 0
+            if inside.any():
+                coll, kind = f["coll"].to_numpy().copy(), f["kind"].to_numpy().copy()
+                unnamed = inside & (coll == 0)
+                coll[unnamed] = nccl_coll[hit[unnamed]]
+                kind[inside] = code(kinds, COMMUNICATION)
+                f["coll"], f["kind"] = coll, kind
+            return f
+
         frames = []
         k = mine(ev.kernels)
         if len(k):
             ids = k["nameId"].to_numpy()
             distinct = iv.sorted_unique(ids)
-            nccl = np.array([_is_nccl(ev.name_of(i)) for i in distinct.tolist()], dtype=bool)
-            comm = nccl[np.searchsorted(distinct, ids)]
+            names = [ev.name_of(i) for i in distinct.tolist()]
+            named = [is_communication_kernel(n) for n in names]
+            coll_of = np.array(
+                [code(collectives, collective_of(n)) if c else 0 for n, c in zip(names, named)],
+                dtype=np.int64,
+            )
+            at = np.searchsorted(distinct, ids)
+            comm = np.asarray(named, dtype=bool)[at]
             codes = np.where(comm, code(kinds, COMMUNICATION), code(kinds, COMPUTE))
-            frames.append(_op_frame(k, codes, 0))
+            f = _op_frame(k, codes, 0)
+            f["coll"] = coll_of[at]
+            frames.append(issued_by_nccl(f, k))
         g = mine(ev.graphs)
         if len(g):
             frames.append(_op_frame(g, np.full(len(g), code(kinds, COMPUTE)), 0))
@@ -341,16 +405,17 @@ class _ProcessDevice:
             inverse = inverse.ravel()
             f = _op_frame(c, np.array(kind_codes)[inverse], np.array(copy_codes)[inverse])
             f["bytes"] = c["bytes"].clip(lower=0).to_numpy()
-            frames.append(f)
+            frames.append(issued_by_nccl(f, c))
         m = mine(ev.memset)
         if len(m):
-            frames.append(_op_frame(m, np.full(len(m), code(kinds, MEMSET)), 0))
+            frames.append(issued_by_nccl(_op_frame(m, np.full(len(m), code(kinds, MEMSET)), 0), m))
         if not frames:
             frames.append(_op_frame(k, np.empty(0, np.int64), 0))
         ops = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         ops["bytes"] = ops["bytes"].fillna(0).astype(np.int64)
         ops["kind"] = pd.Categorical.from_codes(ops["kind"].to_numpy(), categories=kinds)
         ops["copy"] = pd.Categorical.from_codes(ops["copy"].to_numpy(), categories=copies)
+        ops["coll"] = pd.Categorical.from_codes(ops["coll"].to_numpy(), categories=collectives)
         starts = ops["start"].to_numpy()
         if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
             ops = ops.sort_values("start", kind="stable").reset_index(drop=True)
@@ -441,6 +506,37 @@ class _ProcessDevice:
             )
         buckets.sort(key=lambda x: (x.kind != "busy", -x.total_ns))
         busy_total = int(table[:, :n_busy].sum())
+        comm_ns = overlapped = 0
+        comm_w = np.zeros(wall.size, dtype=np.int64)
+        exposed_w = comm_w
+        collectives: tuple[CollectiveSummary, ...] = ()
+        comm_ops = None
+        if COMMUNICATION in busy_names:
+            comm = layers[busy_names.index(COMMUNICATION)]
+            s, e, _, holder = iv.split_by(comm[0], comm[1], (self.win_s, self.win_e))
+            inside = holder >= 0
+            comm_w = np.bincount(
+                holder[inside], weights=(e - s)[inside], minlength=wall.size
+            ).astype(np.int64)
+            exposed_w = table[:, labels.index(COMMUNICATION)]
+            comm_ns, overlapped = int(comm_w.sum()), int((comm_w - exposed_w).sum())
+            ops = self.ops
+            mine = (ops["kind"] == COMMUNICATION).to_numpy()
+            c_s, c_e = ops["start"].to_numpy()[mine], ops["end"].to_numpy()[mine]
+            c_n = _label_at(ops["coll"], np.flatnonzero(mine))
+            compute = (
+                layers[busy_names.index(COMPUTE)] if COMPUTE in busy_names else iv.union([], [])
+            )
+            collectives = summarize(c_s, c_e, c_n, compute, (self.win_s, self.win_e))
+            comm_ops = CommunicationOps(
+                c_s,
+                c_e,
+                c_n,
+                self.win_s,
+                self.win_e,
+                self.win_names,
+                stepped=self.windows.startswith("NVTX"),
+            )
         steps = tuple(
             AccountStep(
                 index=i,
@@ -452,17 +548,11 @@ class _ProcessDevice:
                 buckets=tuple(
                     (labels[b], int(table[i, b])) for b in range(len(labels)) if table[i, b]
                 ),
+                communication_ns=int(comm_w[i]),
+                communication_overlapped_ns=int(comm_w[i] - exposed_w[i]),
             )
             for i in range(min(wall.size, STEP_ROWS_LISTED))
         )
-        comm_ns = overlapped = 0
-        if COMMUNICATION in busy_names:
-            comm = layers[busy_names.index(COMMUNICATION)]
-            comm = _clip_windows(comm, self.win_s, self.win_e)
-            comm_ns = iv.total(comm)
-            if COMPUTE in busy_names:
-                compute = _clip_windows(layers[busy_names.index(COMPUTE)], self.win_s, self.win_e)
-                overlapped = iv.intersection_total(comm, compute)
         rb = idle["readback_bytes"]
         return Account(
             pid=self.pid,
@@ -485,6 +575,8 @@ class _ProcessDevice:
                 total_bytes=int(rb.sum()),
             ),
             loader_processes=self.loaders,
+            collectives=collectives,
+            communication_ops=comm_ops,
         )
 
     def _home_thread(self) -> int:
@@ -847,12 +939,9 @@ def _op_frame(df: pd.DataFrame, kind, copy) -> pd.DataFrame:
             "kind": np.broadcast_to(np.asarray(kind, dtype=np.int64), (n,)),
             "copy": np.broadcast_to(np.asarray(copy, dtype=np.int64), (n,)),
             "bytes": np.zeros(n, dtype=np.int64),
+            "coll": np.zeros(n, dtype=np.int64),
         }
     )
-
-
-def _is_nccl(name: str) -> bool:
-    return name.lower().startswith("nccl") and "kernel" in name.lower()
 
 
 def _api_category(name: str) -> int:
@@ -879,12 +968,6 @@ def _fixed_windows(starts: pd.Series, ends: pd.Series) -> tuple[np.ndarray, np.n
     n = max(1, min(FIXED_WINDOWS, hi - lo))
     edges = lo + (np.arange(n + 1, dtype=np.int64) * (hi - lo)) // n
     return edges[:-1], edges[1:]
-
-
-def _clip_windows(u: iv.Intervals, win_s: np.ndarray, win_e: np.ndarray) -> iv.Intervals:
-    """The parts of disjoint sorted intervals ``u`` inside the (disjoint, sorted) windows."""
-    s, e, _, holder = iv.split_by(u[0], u[1], (win_s, win_e))
-    return s[holder >= 0], e[holder >= 0]
 
 
 def _label_at(column: pd.Series, idx: np.ndarray) -> np.ndarray:

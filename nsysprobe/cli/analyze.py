@@ -102,8 +102,10 @@ def analyze(
 
     Several PATHs, a folder or a glob (one report per rank) give the cross-rank view
     instead: each report analyzed on its own on Dask workers, then the ranks side by side,
-    the stragglers (per-step times slower than the other ranks') and what sets the slowest
-    ranks apart. --ranks gives that view for one report holding several processes.
+    which rank arrives last at the collectives (NCCL) and by how much, the straggler and why
+    it is late (its own step account against the others'). --ranks gives that view for one
+    report holding several processes; without it, such a report's verdict still names the
+    rank the others wait for (late_rank).
 
     \b
     Examples:

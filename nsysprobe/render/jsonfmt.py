@@ -21,6 +21,8 @@ def report_dict(report: Report) -> dict:
     out = {"schema_version": data.pop("schema_version"), "trace": data.pop("trace")}
     gaps = data["gaps"]
     out["devices"] = gaps.pop("devices") if gaps else []
+    for account in (data["account"] or {}).get("accounts", ()):
+        account.pop("communication_ops", None)  # per-operation arrays, for the ranks view
     out.update(data)
     return out
 

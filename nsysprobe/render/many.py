@@ -14,7 +14,7 @@ import json
 
 from nsysprobe.many import ManyReport, RankSummary, RankVerdict
 from nsysprobe.render.markdown import escape, section_lines
-from nsysprobe.render.sections import Section, ms, pct, size
+from nsysprobe.render.sections import Section, arrivals_section, ms, pct, size
 from nsysprobe.render.text import _table as text_table
 
 HEADER = (
@@ -44,7 +44,10 @@ def headline(report: ManyReport) -> str:
 
 
 def many_sections(report: ManyReport) -> list[Section]:
-    out = [_ranks(report), _stragglers(report)]
+    out = [_ranks(report)]
+    if report.arrivals is not None:
+        out += [_arrivals(report), _collectives(report), _rounds(report)]
+    out.append(_stragglers(report))
     if report.slowest:
         out.append(_slowest(report))
     if report.errors:
@@ -72,6 +75,8 @@ def _row(s: RankSummary, v: RankVerdict) -> tuple[str, ...]:
     test = v.verdict
     if v.slowdown_ratio is not None:
         test += f" (x{v.slowdown_ratio:.2f}, p={v.p_value:.2g})"
+    elif v.p_value is not None:
+        test += f" (p={v.p_value:.2g})"
     return (
         s.label,
         _opt(s.step_count, str),
@@ -88,26 +93,105 @@ def _row(s: RankSummary, v: RankVerdict) -> tuple[str, ...]:
 
 
 def _ranks(report: ManyReport) -> Section:
-    notes = (
-        "vs others: one-sided Mann-Whitney U of the rank's step times (each over the ranks' "
-        "median of the same step) against every other rank's pooled; straggler at p < "
+    test = (
+        "vs others: from the arrivals at the collectives (below) for ranks with NCCL work; "
+        "else a one-sided Mann-Whitney U of the rank's step times (each over the ranks' "
+        "median of the same step) against every other rank's pooled, slower at p < "
         f"{report.thresholds['alpha_per_rank']:.2g} (Bonferroni) and a median "
-        f"x{report.thresholds['min_slowdown_ratio']:.2f} or more; GPU busy is over the steps, "
-        "'(span)' over the devices' span when no step range was found",
+        f"x{report.thresholds['min_slowdown_ratio']:.2f} or more"
+    )
+    notes = (
+        test,
+        "GPU busy is over the steps, '(span)' over the devices' span when no step range was found",
     )
     rows = tuple(_row(s, v) for s, v in zip(report.ranks, report.verdicts))
     return Section("Ranks", notes, HEADER, rows)
 
 
+def _arrivals(report: ManyReport) -> Section:
+    nccl = {s.label: (s.communication_ns, s.communication_exposed_ns) for s in report.ranks}
+    return arrivals_section(report.arrivals, nccl)
+
+
+def _collectives(report: ManyReport) -> Section:
+    rows = tuple(
+        (
+            c.collective,
+            str(c.instances),
+            ", ".join(f"{label} {n}" for label, n in c.last_counts) or "ties",
+            ms(c.median_held_up_ns),
+        )
+        for c in report.arrivals.collectives
+    )
+    return Section(
+        "Latest rank by collective",
+        (),
+        ("collective", "instances", "last (instances)", "median held up"),
+        rows,
+    )
+
+
+ROUNDS_SHOWN = 20
+
+
+def _rounds(report: ManyReport) -> Section:
+    a = report.arrivals
+    shown = a.rounds[:ROUNDS_SHOWN]
+    notes = (
+        (f"the first {ROUNDS_SHOWN} of {len(a.rounds)}; every round is in the JSON",)
+        if len(a.rounds) > ROUNDS_SHOWN
+        else ()
+    )
+    rows = tuple(
+        (str(r.index), r.name, str(r.instances), r.last or "tie", ms(r.held_up_ns)) for r in shown
+    )
+    title = "Latest rank per step" if a.rounds_basis == "steps" else "Latest rank per collective"
+    return Section(
+        title + " instance" * (a.rounds_basis != "steps"),
+        notes,
+        ("#", "round", "instances", "last", "held up"),
+        rows,
+    )
+
+
 def _stragglers(report: ManyReport) -> Section:
     if report.stragglers:
         by_label = {v.label: v for v in report.verdicts}
-        notes = tuple(f"{label}: {by_label[label].why}" for label in report.stragglers)
+        causes = {r.label: r.causes for r in report.slowest}
+        notes = []
+        for label in report.stragglers:
+            notes.append(f"{label}: {by_label[label].why}")
+            for c in causes.get(label, ()):
+                figures = (
+                    f"{c.ns_per_step:.0%} vs {c.others_ns_per_step:.0%}"
+                    if c.recommendation == "numa_binding"
+                    else f"{ms(c.ns_per_step)} per step vs the others' {ms(c.others_ns_per_step)}"
+                )
+                notes.append(f"  why: {c.what} ({figures}; see {c.recommendation})")
+            if not causes.get(label):
+                notes.append(
+                    "  why: no bucket of its step account exceeds the other ranks': the delay "
+                    "comes from outside what the trace records (host load, another process)"
+                )
+        notes = tuple(notes)
+    elif report.arrivals is not None:
+        a = report.arrivals
+        at_times = [r.label for r in a.ranks if r.verdict == "late at times"]
+        notes = (
+            f"No straggler: no rank of the {len(a.ranks)} with collectives is consistently "
+            f"later than the others while holding them up "
+            f"{a.thresholds['min_held_up_ratio']:.0%} of the time."
+            + (
+                f" Late at times (that much, not in most rounds): {', '.join(at_times)}."
+                if at_times
+                else ""
+            ),
+        )
     else:
         tested = sum(v.verdict != "unknown" for v in report.verdicts)
         notes = (
-            f"No straggler: none of the {tested} ranks with steps is significantly slower than "
-            "the others pooled."
+            f"No straggler: no collectives to time arrivals at, and none of the {tested} ranks "
+            "with steps is significantly slower than the others pooled."
             if tested
             else "No rank could be tested: straggler detection needs per-step NVTX ranges "
             "(wrap each step in a range such as 'Batch i', or name it with --step-range).",
@@ -118,7 +202,11 @@ def _stragglers(report: ManyReport) -> Section:
 def _slowest(report: ManyReport) -> Section:
     rows = []
     for r in report.slowest:
-        first = (r.label, ms(r.median_step_ns), _opt(r.slowdown_ratio, lambda x: f"x{x:.2f}"))
+        first = (
+            r.label,
+            _opt(r.median_step_ns, ms),
+            _opt(r.slowdown_ratio, lambda x: f"x{x:.2f}"),
+        )
         if not r.distinctions:
             rows.append((*first, "nothing measured stands out", "", ""))
         for i, d in enumerate(r.distinctions):
@@ -156,7 +244,8 @@ def many_dict(report: ManyReport) -> dict:
     ``vs_others`` verdict), ``stragglers`` (labels) and ``slowest``."""
     ranks = []
     for s, v in zip(report.ranks, report.verdicts):
-        row = dataclasses.asdict(s)
+        row = dataclasses.asdict(dataclasses.replace(s, collectives=None))
+        row.pop("collectives")
         row["vs_others"] = dataclasses.asdict(v)
         ranks.append(row)
     return {
@@ -164,6 +253,7 @@ def many_dict(report: ManyReport) -> dict:
         "alignment": report.alignment,
         "thresholds": report.thresholds,
         "ranks": ranks,
+        "arrivals": dataclasses.asdict(report.arrivals) if report.arrivals else None,
         "stragglers": list(report.stragglers),
         "slowest": [dataclasses.asdict(r) for r in report.slowest],
     }

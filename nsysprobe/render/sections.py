@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsysprobe.analyses.arrivals import Arrivals
 from nsysprobe.numa.cpulist import format_cpulist as cpulist
 from nsysprobe.report import Report
 
@@ -55,6 +56,7 @@ def sections(report: Report) -> list[Section]:
     for build in (
         _account,
         _account_steps,
+        _arrivals,
         _steps,
         _devices,
         _gaps,
@@ -134,15 +136,25 @@ def _account(report: Report) -> Section | None:
         f"idle {pct(a.idle_ratio)}; busy + idle = wall, each ns once",
     ]
     if a.communication_ns:
+        each = "; ".join(
+            f"{c.name} x{c.count} {ms(c.total_ns)} ({ms(c.exposed_ns)} exposed)"
+            for c in a.collectives[:4]
+        )
         notes.append(
-            f"communication: {ms(a.communication_ns)} of NCCL kernels, "
+            f"communication: {ms(a.communication_ns)} of NCCL work, "
             f"{ms(a.communication_overlapped_ns)} of it under compute kernels"
+            + (f"; {each}" if each else "")
         )
     for other in acc.accounts:
         if other is not a:
+            ranks = (
+                "its account, and which rank arrives last at the collectives"
+                if other.communication_ns and a.communication_ns and other.pid != a.pid
+                else "its account"
+            )
             notes.append(
                 f"also process {other.pid}, GPU {other.device_id}: {other.step_count} steps, "
-                f"busy {pct(1 - other.idle_ratio)} (nsysprobe analyze --ranks for its account)"
+                f"busy {pct(1 - other.idle_ratio)} (nsysprobe analyze --ranks for {ranks})"
             )
     rows = tuple(
         (
@@ -168,19 +180,106 @@ def _account_steps(report: Report) -> Section | None:
     if a is None or not a.steps:
         return None
     top = [b.name for b in a.buckets[:ACCOUNT_STEP_COLUMNS]]
+    comm = ("NCCL", "NCCL hidden") if a.communication_ns else ()
     rows = []
     for st in a.steps[:12]:
         by = dict(st.buckets)
+        nccl = (ms(st.communication_ns), ms(st.communication_overlapped_ns)) if comm else ()
         rows.append(
             (str(st.index), st.name, ms(st.wall_ns), ms(st.busy_ns), ms(st.idle_ns))
             + tuple(ms(by.get(n, 0)) for n in top)
+            + nccl
+        )
+    notes = ["the largest buckets; every step's buckets are in the JSON"]
+    if comm:
+        notes.append(
+            "NCCL: its work in the step, hidden: the part under compute kernels (the rest is "
+            "the communication bucket)"
         )
     return Section(
         "Step account per step",
-        ("the largest buckets; every step's buckets are in the JSON",),
-        ("#", "step", "wall", "busy", "idle", *top),
+        tuple(notes),
+        ("#", "step", "wall", "busy", "idle", *top, *comm),
         tuple(rows),
     )
+
+
+def arrivals_section(a: Arrivals, nccl_ns: dict[str, tuple[int, int]]) -> Section:
+    """The ranks' arrivals at the collectives (``nsysprobe.analyses.arrivals``); ``nccl_ns``:
+    each rank's NCCL time in its steps, and the part with no compute kernel running."""
+    rounds = "steps" if a.rounds_basis == "steps" else "collectives"
+    notes = (
+        f"{a.instances} collective instances, matched across the ranks taking part by their "
+        f"ends ({a.clock}; "
+        f"median end spread {a.median_end_spread_ns / 1e3:.0f} us); rounds: the {rounds} of "
+        f"{a.reference}",
+        "lateness: its arrival minus the other ranks' median arrival (under "
+        f"{a.thresholds['tie_ns'] / 1e3:.0f} us is a tie); latest in: rounds where its "
+        "lateness was the largest; held up: its lateness summed; waited: its NCCL time spent "
+        "waiting for later ranks (a fix on the late rank removes it, tuning communication "
+        "does not); NCCL time: in its steps, exposed: with no compute kernel running",
+        "straggler: lateness per round larger than the other ranks' (one-sided Mann-Whitney "
+        f"U, p < {a.alpha_per_rank:.2g}) and holding them up "
+        f"{a.thresholds['min_held_up_ratio']:.0%} of the time or more; late at times: that "
+        "much, not consistently; slightly late: consistently, less"
+        + (
+            f"; {a.left_out} clusters of ends were not one instance and are left out"
+            if a.left_out
+            else ""
+        ),
+    )
+    rows = []
+    for r in a.ranks:
+        rows.append(
+            (
+                r.label,
+                str(r.operations),
+                ms(nccl_ns[r.label][0]) if r.label in nccl_ns else "-",
+                ms(nccl_ns[r.label][1]) if r.label in nccl_ns else "-",
+                f"{r.last_rounds}/{r.rounds}",
+                f"{r.p_value:.2g}",
+                ms(r.held_up_ns),
+                pct(r.held_up_ratio),
+                ms(r.waited_ns),
+                _offset(r.clock_offset_ns),
+                r.verdict,
+            )
+        )
+    header = (
+        "rank",
+        "NCCL ops",
+        "NCCL time",
+        "exposed",
+        "latest in",
+        "p",
+        "held up",
+        "of time",
+        "waited",
+        "clock offset",
+        "verdict",
+    )
+    return Section("Arrivals at the collectives", notes, header, tuple(rows))
+
+
+def _offset(ns: int | None) -> str:
+    """A clock offset in us; one of over an hour is a report without a session start set
+    against one with it (its own clock), not a skew."""
+    if ns is None:
+        return "-"
+    return "own clock" if abs(ns) > 3_600 * 10**9 else f"{ns / 1e3:+,.0f} us"
+
+
+def _arrivals(report: Report) -> Section | None:
+    if report.arrivals is None or report.account is None:
+        return None
+    from nsysprobe.analyses.arrivals import process_label
+
+    nccl = {
+        process_label(a.pid): (a.communication_ns, a.ns("communication"))
+        for a in report.account.accounts
+        if a.communication_ns
+    }
+    return arrivals_section(report.arrivals, nccl)
 
 
 def _devices(report: Report) -> Section | None:

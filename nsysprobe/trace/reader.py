@@ -590,6 +590,27 @@ class Trace:
                 counts[key] = counts.get(key, 0) + int(n)
         return counts
 
+    @cached_property
+    def nvtx_domains(self) -> dict[tuple[int, int], str]:
+        """(pid, domainId) -> the domain's name, from the domain-creation rows (eventType 75;
+        domain ids are per process)."""
+        if "NVTX_EVENTS" not in self.tables or "domainId" not in self.columns("NVTX_EVENTS"):
+            return {}
+        df = self._select(
+            "NVTX_EVENTS",
+            ["globalTid", "domainId", "text", "textId"],
+            where=f"WHERE eventType = {NVTX_DOMAIN_CREATE} LIMIT 10000",
+        )
+        out: dict[tuple[int, int], str] = {}
+        text_ids = pd.to_numeric(df["textId"], errors="coerce")
+        names = self.names(text_ids) if len(df) else pd.Series(dtype=object)
+        for tid, dom, text, name in zip(df["globalTid"], df["domainId"], df["text"], names):
+            tid, dom = as_int(tid), as_int(dom)
+            label = as_text(text) if text is not None else name
+            if tid is not None and dom is not None and isinstance(label, str):
+                out[((tid >> 24) & 0xFFFFFF, dom)] = label
+        return out
+
     def nvtx_ranges(self) -> pd.DataFrame:
         """Closed NVTX push/pop and start/end ranges.
 

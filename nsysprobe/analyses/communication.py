@@ -1,0 +1,139 @@
+"""Communication: which GPU work is NCCL's, and each collective's time, exposed or hidden.
+
+GPU work is communication when NCCL issued it:
+
+- kernels named ``nccl…Kernel…`` (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``; older NCCL
+  ``ncclKernel_…``; RCCL and MSCCL name theirs the same way), and
+- any kernel, copy or memset issued by a CUDA call made inside one of NCCL's own NVTX ranges
+  (ranges in the process's ``NCCL`` domain, or named ``ncclAllReduce``, ``ncclGroupEnd``, ...):
+  a one-rank communicator copies instead of launching a kernel (seen on the H200 with NCCL
+  2.28.9: ``ncclAllReduce`` ranges over device-to-device copies and no NCCL kernel).
+
+A collective's name is the one its kernel carries (``AllReduce``, ``AllGather``,
+``SendRecv``), else its NCCL range's without the ``nccl`` prefix (``AllReduce``).
+
+The step account (``account.py``) gives communication its own busy kind: the time NCCL work
+ran with no compute kernel running is *exposed*; the rest ran under compute (*overlapped*).
+Exposed communication is either transfer time or time a collective waited for a later rank to
+arrive; which is which takes every rank (``arrivals.py``).
+
+No export seen holds NCCL's message sizes: nsys 2025.3.1 and 2026.2.1 write the NCCL ranges'
+payload schemas (``NVTX_PAYLOAD_SCHEMA_ENTRIES``: "Message size [bytes]") but no payload
+values (``binaryData`` and ``jsonText`` empty), so bytes are not reported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsysprobe.analyses import intervals as iv
+from nsysprobe.trace.reader import pid_of
+
+_KERNEL = re.compile(r"^(?:nccl|rccl|msccl)\w*?kernel", re.IGNORECASE)
+# ncclAllReduce, ncclGroupEnd, ncclSend: NCCL's API names (not ncclx_user_range).
+_RANGE = re.compile(r"^nccl[A-Z]")
+NCCL_DOMAIN = "NCCL"
+
+
+def is_communication_kernel(name: str) -> bool:
+    return bool(_KERNEL.match(name))
+
+
+def collective_of(name: str) -> str:
+    """``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` -> ``AllReduce``; ``ncclKernel_AllGather_
+    RING_LL_Sum_int8_t`` -> ``AllGather``; ``ncclAllReduce`` (a range) -> ``AllReduce``."""
+    if _KERNEL.match(name):
+        parts = name.split("_")
+        return parts[1] if len(parts) > 1 and parts[1] else name
+    if _RANGE.match(name):
+        return name[4:]
+    return name
+
+
+@dataclass(frozen=True)
+class CollectiveSummary:
+    """One collective (by name) in the steps of one account."""
+
+    name: str  # AllReduce, AllGather, ReduceScatter, SendRecv, Broadcast, ...
+    count: int
+    total_ns: int  # each operation's own duration, summed
+    exposed_ns: int  # the part of that with no compute kernel running
+
+
+def nccl_issued(
+    runtime: pd.DataFrame, nvtx: pd.DataFrame, domains: dict
+) -> dict[int, pd.DataFrame]:
+    """pid -> the CUDA calls made inside NCCL's NVTX ranges: ``correlationId`` (sorted) and
+    ``collective`` (the innermost NCCL range's, as ``collective_of`` names it).
+
+    ``domains``: (pid, domainId) -> domain name, from the domain-creation rows.
+    """
+    if not len(nvtx) or not len(runtime):
+        return {}
+    nccl_domain = {key for key, name in domains.items() if name == NCCL_DOMAIN}
+    in_domain = np.zeros(len(nvtx), dtype=bool)
+    if nccl_domain:
+        pids = pid_of(nvtx["globalTid"].to_numpy())
+        doms = nvtx["domainId"].to_numpy()
+        in_domain = np.array(
+            [(int(p), int(d)) in nccl_domain for p, d in zip(pids, doms)], dtype=bool
+        )
+    named = nvtx["name"].astype(str).str.match(_RANGE.pattern).to_numpy(dtype=bool)
+    ranges = nvtx[in_domain | named]
+    if not len(ranges):
+        return {}
+    calls = runtime[np.isin(runtime["globalTid"].to_numpy(), ranges["globalTid"].unique())]
+    found: dict[int, list[pd.DataFrame]] = {}
+    for tid, own in ranges.groupby("globalTid", sort=False):
+        mine = calls[calls["globalTid"].to_numpy() == tid]
+        at = mine["start"].to_numpy()
+        holder = iv.innermost_cover(own["start"].to_numpy(), own["end"].to_numpy(), at)
+        inside = holder >= 0
+        if inside.any():
+            names = own["name"].astype(str).to_numpy()[holder[inside]]
+            found.setdefault(int(pid_of(np.array([tid]))[0]), []).append(
+                pd.DataFrame(
+                    {
+                        "correlationId": mine["correlationId"].to_numpy()[inside],
+                        "collective": [collective_of(n) for n in names],
+                    }
+                )
+            )
+    return {
+        p: pd.concat(parts, ignore_index=True)
+        .drop_duplicates("correlationId")
+        .sort_values("correlationId", kind="stable")
+        .reset_index(drop=True)
+        for p, parts in found.items()
+    }
+
+
+def summarize(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    names: np.ndarray,
+    compute: iv.Intervals,
+    windows: iv.Intervals,
+) -> tuple[CollectiveSummary, ...]:
+    """Per collective name: the operations starting inside a window, their time and the part
+    of it under no compute kernel (``compute``: the union of compute kernels), largest first."""
+    w = iv.outermost_cover(windows[0], windows[1], starts) if starts.size else starts
+    keep = w >= 0
+    s, e, n = starts[keep], ends[keep], names[keep]
+    if not s.size:
+        return ()
+    idx, _, overlap = iv.overlap_pairs(s, e, compute[0], compute[1])
+    hidden = np.bincount(idx, weights=overlap, minlength=s.size)
+    frame = pd.DataFrame({"name": n, "ns": e - s, "exposed": (e - s) - hidden})
+    rows = frame.groupby("name", sort=False).agg(
+        count=("ns", "size"), total=("ns", "sum"), exposed=("exposed", "sum")
+    )
+    out = [
+        CollectiveSummary(str(k), int(r["count"]), int(r["total"]), int(round(r["exposed"])))
+        for k, r in rows.iterrows()
+    ]
+    return tuple(sorted(out, key=lambda c: (-c.exposed_ns, -c.total_ns, c.name)))
