@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from nsysprobe.analyses.arrivals import (
+    ROUND_UNITS,
     Arrivals,
     Cause,
     RankCollectives,
@@ -549,7 +550,7 @@ def _verdict(
     mine = arrivals.rank(s.label) if arrivals else None
     if mine is not None:
         # Ranks that communicate: arrivals decide; step walls are the same on every rank.
-        unit = "steps" if arrivals.rounds_basis == "steps" else "collectives"
+        unit = ROUND_UNITS[arrivals.rounds_basis]
         why = (
             f"the latest at the collectives in {mine.last_rounds} of {mine.rounds} {unit}; "
             f"later than another rank's in {mine.late_share_ratio:.0%} of comparisons "

@@ -5,6 +5,13 @@ Launch with ``nsysprobe launch --nproc-per-node N --numa none -- python workload
 or ``torchrun --nproc-per-node N workloads/numa_ddp.py``; ``--numa-aware`` binds the rank and
 its loader workers to the GPU's node (``nsysprobe.numa``). ``--device cpu`` runs on gloo for a
 smoke test: ``--device cpu --image-size 64 --batch-size 4 --steps 2``.
+
+A rank made slow the way real ranks are: ``--rank-workers 1=2`` gives rank 1 two loader
+workers (the others keep theirs), ``--pageable-rank 1`` has rank 1 copy its batches from
+pageable memory (no ``pin_memory``, blocking copies). Each timed step is an NVTX range
+``step i``, and on CUDA the timed steps lie between ``cudaProfilerStart`` and
+``cudaProfilerStop``, so ``nsys profile --capture-range=cudaProfilerApi -o rank%q{RANK}``
+captures the same steps on every rank.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import argparse
 import os
 import time
 
+import nvtx
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -46,7 +54,28 @@ def main() -> None:
     parser.add_argument("--numa-aware", action="store_true")
     parser.add_argument("--numa-mode", default="node")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument(
+        "--rank-workers",
+        action="append",
+        default=[],
+        metavar="RANK=N",
+        help="Loader workers for one rank (repeatable), e.g. 1=2 to make rank 1 a straggler.",
+    )
+    parser.add_argument(
+        "--pageable-rank",
+        type=int,
+        action="append",
+        default=[],
+        metavar="RANK",
+        help="This rank copies batches from pageable memory, blocking (repeatable).",
+    )
     args = parser.parse_args()
+    try:
+        per_rank = {int(k): int(v) for k, v in (x.split("=", 1) for x in args.rank_workers)}
+    except ValueError:
+        parser.error(f"--rank-workers {args.rank_workers}: give RANK=N, e.g. 1=2")
+    if any(n < 0 for n in per_rank.values()):
+        parser.error("--rank-workers: N must be 0 or more")
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -70,7 +99,10 @@ def main() -> None:
         gpus = world_size
     if "RANK" in os.environ:
         dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    rank = int(os.environ.get("RANK", "0"))
     workers = args.workers if args.workers is not None else max((os.cpu_count() or 1) // gpus, 1)
+    workers = per_rank.get(rank, workers)
+    pinned = args.device == "cuda" and rank not in args.pageable_rank
 
     model = torchvision.models.resnet18(num_classes=1000).to(device)
     if dist.is_initialized():
@@ -82,34 +114,43 @@ def main() -> None:
         RandomImages(args.batch_size * (args.steps + args.warmup), args.image_size),
         batch_size=args.batch_size,
         num_workers=workers,
-        pin_memory=args.device == "cuda",
+        pin_memory=pinned,
         worker_init_fn=worker_init,
         persistent_workers=workers > 0,
     )
     model.train()
     started = None
     done = 0
-    for step, (images, labels) in enumerate(loader):
+    batches = iter(loader)
+    for step in range(args.warmup + args.steps):
         if step == args.warmup:
             if args.device == "cuda":
                 torch.cuda.synchronize()
+                torch.cuda.profiler.start()
             started = time.perf_counter()
-        images = images.to(device, non_blocking=True)
-        labels = labels.to(device, non_blocking=True)
-        images = F.interpolate(images, size=(224, 224), mode="bilinear", align_corners=False)
-        loss = F.cross_entropy(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        name = f"step {step - args.warmup}" if started is not None else f"warmup {step}"
+        with nvtx.annotate(name):
+            images, labels = next(batches)
+            images = images.to(device, non_blocking=pinned)
+            labels = labels.to(device, non_blocking=pinned)
+            images = F.interpolate(images, size=(224, 224), mode="bilinear", align_corners=False)
+            loss = F.cross_entropy(model(images), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
         if started is not None:
             done += 1
     if args.device == "cuda":
         torch.cuda.synchronize()
+        if started is not None:
+            torch.cuda.profiler.stop()
     elapsed = time.perf_counter() - started if started is not None else 0.0
     rate = done / elapsed if elapsed > 0 else 0.0
     print(
         f"rank {local_rank}: {rate:.2f} steps/s over {done} steps "
-        f"(numa-aware={args.numa_aware}, workers={workers}, world={world_size})",
+        f"(numa-aware={args.numa_aware}, workers={workers}, "
+        f"pageable={rank in args.pageable_rank}, pinned={pinned}, "
+        f"world={world_size})",
         flush=True,
     )
     if dist.is_initialized():

@@ -12,7 +12,9 @@ collective *ends* on every rank at about the same moment (the last exchange comp
 everywhere; within 27 us on the public two-GPU trace), so the offset that lines up the most
 ends wins (``_voted_offset``), when it lines up at least ``MIN_OFFSET_SUPPORT`` of them (ranks
 that share no collective with the reference, such as another tensor-parallel group, keep the
-session start). Reports are told apart by their path, not their file name.
+session start); offsets voted in ``DRIFT_CHUNKS`` stretches of the capture and fitted by a line
+follow a clock that drifts (``_drift``). Reports are told apart by their path, not their file
+name.
 
 **Instances.** Per collective name (``AllReduce``, ``SendRecv``, ...), every rank's operations
 are pooled and sorted by end; ends less than ``CLUSTER_GAP_NS`` apart form a cluster, and a
@@ -33,8 +35,10 @@ typical rank it came, so two late ranks do not hide each other. Its *wait* is th
 arrival minus its own, up to its operation's length.
 
 **Rounds and the straggler.** With NVTX steps on the reference rank, a round is a step (the
-instances starting in it); without, each instance is a round. A rank's lateness per round is
-summed over the round's instances. A rank is the **straggler** when its lateness per round is
+instances starting in it); without, a burst of instances between pauses (``_bursts``: a step's
+buckets come close together), else each instance. A rank's lateness in a round is its largest
+there: a rank late at a step's first bucket is late at the ones after it too, and the step loses
+that delay once, not once per bucket. A rank is the **straggler** when its lateness per round is
 larger than the other ranks' (one-sided Mann-Whitney U of its rounds against theirs pooled,
 p < ``ALPHA`` / ranks) and it held the others up at least ``MIN_HELD_UP_RATIO`` of the measured
 time (the reference rank's span of rounds): consistently late, and by enough to matter. A rank
@@ -46,7 +50,7 @@ is in its own step account, against the other ranks' (``late_causes``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -94,6 +98,13 @@ MAX_END_SPREAD_NS = 4 * TIE_NS
 # Between pipeline stages the receiver waits for the sender by design: with more than two
 # ranks these say nothing of a straggler.
 POINT_TO_POINT = ("SendRecv", "Send", "Recv")
+ROUND_UNITS = {
+    "steps": "steps",
+    "bursts": "bursts of collectives (no NVTX steps)",
+    "collectives": "collectives",
+}
+# Without steps, a pause this many times the median pause between instances ends a burst.
+BURST_GAP_RATIO = 3.0
 ROUNDS_LISTED = 2_000
 # Offset search: reference ends sampled, operations either way of the nearest one, and the
 # share of sampled ends the chosen offset must line up.
@@ -103,6 +114,8 @@ MIN_OFFSET_SUPPORT = 0.5
 # The second search, by time: clocks up to this far apart, this many candidates per end.
 MAX_SKEW_NS = 10 * 10**9
 MAX_WINDOW_CANDIDATES = 4_000
+# Clock drift: offsets voted in this many stretches of the capture, fitted by a line.
+DRIFT_CHUNKS = 8
 HOLDS_LISTED = 10
 
 
@@ -137,13 +150,17 @@ class RankArrival:
     label: str
     operations: int  # its NCCL operations
     instances: int  # collective instances it took part in
-    clock_offset_ns: int | None  # subtracted to put it on the reference's clock; None: its
-    # clock and the reference's have nothing in common (one UTC, one not) and no end lined up
+    # instances / its operations: well under 1 when its ends do not line up with the others'
+    # (a clock drifting against the reference's, records lost on that rank)
+    matched_ratio: float
+    clock_offset_ns: int | None  # subtracted to put it on the reference's clock (at the middle
+    # of the reference's capture when it drifts); None: nothing in common and no end lined up
+    clock_drift_ppm: float  # how fast its clock runs against the reference's (0: no drift seen)
     last_rounds: int  # rounds it held up longest
     rounds: int  # rounds it took part in
     late_share_ratio: float  # P(its lateness in a round > another rank's): 0.5 is even
     p_value: float  # one-sided Mann-Whitney U: its lateness per round is larger
-    held_up_ns: int  # its lateness, summed over rounds
+    held_up_ns: int  # its largest lateness in each round, summed over rounds
     held_up_ratio: float  # held_up_ns / the measured time
     waited_ns: int  # time its operations waited for later ranks (hidden or exposed)
     verdict: str  # "straggler", "late at times", "slightly late", "not late"
@@ -184,7 +201,7 @@ class Arrivals:
     instances: int
     left_out: int  # clusters of ends that were not one instance (unequal counts, spread)
     median_end_spread_ns: int  # over instances: latest end - earliest end, after alignment
-    rounds_basis: str  # "steps" (the reference rank's NVTX steps) or "collectives"
+    rounds_basis: str  # "steps" (the reference's NVTX steps), "bursts" or "collectives"
     measured_ns: int  # the reference rank's span of rounds
     rounds: tuple[ArrivalRound, ...]
     collectives: tuple[CollectiveArrivals, ...]
@@ -192,6 +209,8 @@ class Arrivals:
     stragglers: tuple[str, ...]
     alpha_per_rank: float
     thresholds: dict[str, float]
+    # Ranks left out: on a clock of their own (no session start) with no end lined up.
+    unaligned: tuple[str, ...] = ()
 
     def rank(self, label: str) -> RankArrival | None:
         return next((r for r in self.ranks if r.label == label), None)
@@ -203,8 +222,11 @@ def analyze_arrivals(ranks: Sequence[RankCollectives]) -> Arrivals | None:
     ranks = [r for r in ranks if r.start_ns.size]
     if len(ranks) < 2:
         return None
+    ranks = list(ranks)
     ref = ranks[0]
     offsets: list[int | None] = [0] * len(ranks)
+    drifts: dict[int, float] = {}  # rank -> clock rate against the reference's (ns per ns)
+    shown: dict[int, int] = {}  # rank -> its offset at the middle of the reference's capture
     for k, r in enumerate(ranks[1:], 1):
         if r.source == ref.source:
             continue
@@ -213,26 +235,45 @@ def analyze_arrivals(ranks: Sequence[RankCollectives]) -> Arrivals | None:
         guess = 0 if same_clock else _ordinal_offset(ref, r, shared)
         voted = _voted_offset(ref, r, shared, guess)
         offsets[k] = voted if voted is not None else (guess if same_clock else None)
+        if offsets[k] is not None:
+            # A drifting clock smears the ends over the capture: vote stretch by stretch.
+            rate, voted = _drift(ref, r, shared, offsets[k])
+            drifts[k] = rate
+            if rate:
+                # Put the rank on the reference's clock point by point: t - (a + rate * t).
+                intercept = voted - rate * float(np.median(ref.end_ns))
+                ranks[k] = replace(
+                    r,
+                    start_ns=r.start_ns - np.rint(intercept + rate * r.start_ns).astype(np.int64),
+                    end_ns=r.end_ns - np.rint(intercept + rate * r.end_ns).astype(np.int64),
+                )
+                shown[k] = voted
+                offsets[k] = 0
     kept = [k for k, o in enumerate(offsets) if o is not None]
+    unaligned = tuple(r.label for k, r in enumerate(ranks) if k not in kept)
     ranks = [ranks[k] for k in kept]
     offsets = [offsets[k] for k in kept]
+    clocks = [(shown.get(k, offsets[i]), drifts.get(k, 0.0)) for i, k in enumerate(kept)]
     if len(ranks) < 2:
         return None
     found = _instances(ranks, offsets)
     if found is None:
         return None
-    return _arrivals(ranks, offsets, *found)
+    return replace(_arrivals(ranks, clocks, *found), unaligned=unaligned)
 
 
 def _instances(ranks, offsets):
-    """(starts, ends, present, names, base, left out): one row per instance, one column per
-    rank (float ns after ``base``, NaN where the rank is not in it)."""
+    """(starts, ends, names, base, left out): one row per instance, one column per rank (float
+    ns after ``base``, NaN where the rank is not in it), the instances' collective names, and
+    the clusters left out; None without instances."""
     n = len(ranks)
     base = min(int((r.start_ns - o).min()) for r, o in zip(ranks, offsets))
     names = sorted(set().union(*(set(r.collective.tolist()) for r in ranks)))
     rows_s, rows_e, rows_n = [], [], []
     left_out = 0
     for name in names:
+        if name in POINT_TO_POINT and n > 2:
+            continue
         rank_of, s, e = [], [], []
         for k, (r, o) in enumerate(zip(ranks, offsets)):
             mine = r.collective == name
@@ -251,8 +292,6 @@ def _instances(ranks, offsets):
         top = counts.max(axis=1)
         equal = (counts == top[:, None]) | ~present
         good = equal.all(axis=1) & (present.sum(axis=1) >= 2)
-        if name in POINT_TO_POINT and n > 2:
-            continue
         left_out += int((~good & (present.sum(axis=1) >= 2)).sum())
         keep = good[cluster]
         rank_of, s, e, cluster = rank_of[keep], s[keep], e[keep], cluster[keep]
@@ -287,7 +326,7 @@ def _instances(ranks, offsets):
     return a[order], e[order], coll, base, left_out
 
 
-def _arrivals(ranks, offsets, a, e, coll, base, left_out) -> Arrivals:
+def _arrivals(ranks, clocks, a, e, coll, base, left_out) -> Arrivals:
     ref = ranks[0]
     n_inst, n_ranks = a.shape
     present = ~np.isnan(a)
@@ -296,8 +335,9 @@ def _arrivals(ranks, offsets, a, e, coll, base, left_out) -> Arrivals:
     waited = np.where(present, np.minimum(latest[:, None] - a, e - a), 0.0).clip(min=0)
     first = np.nanmin(a, axis=1)
 
-    # Rounds: the reference's steps holding the instances' first arrivals, else each instance.
-    basis, r_of, r_names = "collectives", np.arange(n_inst), None
+    # Rounds: the reference's steps holding the instances' first arrivals, else bursts of
+    # collectives between long pauses, else each instance.
+    basis, r_of, r_names = _bursts(first)
     measured = int(np.nanmax(e) - np.nanmin(a))
     if ref.round_start_ns.size:
         from nsysprobe.analyses.intervals import outermost_cover
@@ -311,7 +351,9 @@ def _arrivals(ranks, offsets, a, e, coll, base, left_out) -> Arrivals:
     n_rounds = int(r_of.max()) + 1 if inside.any() else 0
     per_round = np.zeros((n_rounds, n_ranks))
     took_part = np.zeros((n_rounds, n_ranks), dtype=bool)
-    np.add.at(per_round, r_of[inside], late[inside])
+    # A rank late at one collective of a round is late at those after it too (its delay
+    # carries): the round's cost is its largest lateness there, not the sum.
+    np.maximum.at(per_round, r_of[inside], late[inside])
     np.logical_or.at(took_part, r_of[inside], present[inside])
     held_round = per_round.max(axis=1) if n_rounds else np.zeros(0)
     last_round = np.where(held_round >= TIE_NS, per_round.argmax(axis=1), -1)
@@ -347,7 +389,9 @@ def _arrivals(ranks, offsets, a, e, coll, base, left_out) -> Arrivals:
                 label=r.label,
                 operations=int(r.start_ns.size),
                 instances=int(present[:, k].sum()),
-                clock_offset_ns=offsets[k],
+                matched_ratio=float(present[:, k].sum() / max(r.start_ns.size, 1)),
+                clock_offset_ns=clocks[k][0],
+                clock_drift_ppm=clocks[k][1] * 1e6,
                 last_rounds=int(((last_round == k) & has_round).sum()),
                 rounds=int(took_part[:, k].sum()),
                 late_share_ratio=float(share),
@@ -362,6 +406,8 @@ def _arrivals(ranks, offsets, a, e, coll, base, left_out) -> Arrivals:
     for i in np.flatnonzero(has_round)[:ROUNDS_LISTED].tolist():
         if basis == "collectives":
             name = f"{coll[i]} {i}"
+        elif basis == "bursts":
+            name = f"burst {i}"
         else:
             name = r_names[i] if i < len(r_names) else f"step {i}"
         rounds.append(
@@ -429,6 +475,19 @@ def _arrivals(ranks, offsets, a, e, coll, base, left_out) -> Arrivals:
     )
 
 
+def _bursts(first: np.ndarray) -> tuple[str, np.ndarray, None]:
+    """Without steps: rounds are the bursts of instances between pauses longer than
+    ``BURST_GAP_RATIO`` times the median pause (a step's all-reduce buckets come close
+    together, the next step's after its input and forward pass), so the buckets of one step are
+    one round, not as many independent ones; without such pauses, each instance is a round."""
+    gaps = np.diff(first)
+    if gaps.size >= 2:
+        cut = gaps > BURST_GAP_RATIO * max(float(np.median(gaps)), 1.0)
+        if cut.any() and not cut.all():
+            return "bursts", np.concatenate([[0], np.cumsum(cut)]), None
+    return "collectives", np.arange(first.size), None
+
+
 def _lateness(a: np.ndarray) -> np.ndarray:
     """Per instance and rank: its arrival minus the median of the other ranks' arrivals there,
     when at least ``TIE_NS``; else 0 (and 0 where the rank is not in the instance)."""
@@ -450,6 +509,32 @@ def _lateness(a: np.ndarray) -> np.ndarray:
     np.put_along_axis(late, order, late_sorted, axis=1)
     late = np.nan_to_num(late, nan=0.0)
     return np.where(late >= TIE_NS, late, 0.0)
+
+
+def _drift(ref: RankCollectives, r: RankCollectives, names, offset: int) -> tuple[float, int]:
+    """(rate, offset at the middle of the reference's capture): how fast the clock of ``r``
+    runs against the reference's (ns per ns), from offsets voted in ``DRIFT_CHUNKS`` stretches
+    of the reference's capture around ``offset`` and fitted by a line; rate 0 (and ``offset``)
+    when they drift by less than half of ``TIE_NS`` over the capture."""
+    ends = np.sort(ref.end_ns)
+    if ends.size < DRIFT_CHUNKS * 4:
+        return 0.0, offset
+    edges = ends[np.linspace(0, ends.size - 1, DRIFT_CHUNKS + 1).astype(int)]
+    at, found = [], []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        part = (ref.end_ns >= lo) & (ref.end_ns <= hi)
+        chunk = replace(ref, end_ns=ref.end_ns[part], collective=ref.collective[part])
+        voted = _vote(chunk, r, names, offset, OFFSET_SAMPLES // DRIFT_CHUNKS, 16, None)
+        if voted is not None:
+            at.append((lo + hi) / 2)
+            found.append(voted)
+    if len(found) < 3:
+        return 0.0, offset
+    x = np.asarray(at, dtype=np.float64)
+    rate, intercept = np.polyfit(x - float(np.median(ends)), np.asarray(found, float), 1)
+    if abs(rate) * float(ends[-1] - ends[0]) < TIE_NS / 2:
+        return 0.0, offset
+    return float(rate), int(round(intercept))
 
 
 def _ordinal_offset(ref: RankCollectives, r: RankCollectives, names) -> int:

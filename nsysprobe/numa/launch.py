@@ -3,8 +3,9 @@
 Each rank is forked, bound (CPUs and memory policy for its GPU under the chosen mode) and then
 executes the command, so the command's first instruction already runs in place. SIGINT,
 SIGTERM and SIGHUP are forwarded to every rank; when one rank fails the others are stopped
-(their collectives would hang otherwise). The exit status is the worst rank's: a rank killed
-by signal N counts as 128 + N.
+(their collectives would hang otherwise). The exit status is the worst of the ranks that
+ended on their own (a rank stopped because another failed does not count; it would report the
+stop, 143, instead of the failure): a rank killed by signal N counts as 128 + N.
 """
 
 from __future__ import annotations
@@ -116,16 +117,21 @@ def exit_status(returncode: int) -> int:
 
 
 def _wait(ranks: list[subprocess.Popen]) -> int:
+    """The worst exit status of the ranks that ended on their own: a rank stopped here because
+    another failed would report the stop (143), not the failure."""
     stop_at = None
+    stopped: set[int] = set()
     while True:
         codes = [proc.poll() for proc in ranks]
         if all(code is not None for code in codes):
-            return max(exit_status(code) for code in codes)
+            own = [exit_status(c) for i, c in enumerate(codes) if i not in stopped]
+            return max(own or [exit_status(c) for c in codes])
         failed = any(code not in (None, 0) for code in codes)
         if failed and stop_at is None:
             stop_at = time.monotonic() + STOP_GRACE_S
-            for proc in ranks:
+            for i, proc in enumerate(ranks):
                 if proc.poll() is None:
+                    stopped.add(i)
                     proc.terminate()
         elif stop_at is not None and time.monotonic() > stop_at:
             for proc in ranks:

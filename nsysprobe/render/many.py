@@ -145,9 +145,9 @@ def _rounds(report: ManyReport) -> Section:
     rows = tuple(
         (str(r.index), r.name, str(r.instances), r.last or "tie", ms(r.held_up_ns)) for r in shown
     )
-    title = "Latest rank per step" if a.rounds_basis == "steps" else "Latest rank per collective"
+    title = {"steps": "step", "bursts": "burst of collectives", "collectives": "collective"}
     return Section(
-        title + " instance" * (a.rounds_basis != "steps"),
+        f"Latest rank per {title[a.rounds_basis]}",
         notes,
         ("#", "round", "instances", "last", "held up"),
         rows,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsysprobe.analyses.arrivals import Arrivals
+from nsysprobe.analyses.arrivals import ROUND_UNITS, Arrivals
 from nsysprobe.numa.cpulist import format_cpulist as cpulist
 from nsysprobe.report import Report
 
@@ -204,10 +204,13 @@ def _account_steps(report: Report) -> Section | None:
     )
 
 
+POORLY_MATCHED_RATIO = 0.5
+
+
 def arrivals_section(a: Arrivals, nccl_ns: dict[str, tuple[int, int]]) -> Section:
     """The ranks' arrivals at the collectives (``nsysprobe.analyses.arrivals``); ``nccl_ns``:
     each rank's NCCL time in its steps, and the part with no compute kernel running."""
-    rounds = "steps" if a.rounds_basis == "steps" else "collectives"
+    rounds = ROUND_UNITS[a.rounds_basis]
     notes = (
         f"{a.instances} collective instances, matched across the ranks taking part by their "
         f"ends ({a.clock}; "
@@ -215,9 +218,10 @@ def arrivals_section(a: Arrivals, nccl_ns: dict[str, tuple[int, int]]) -> Sectio
         f"{a.reference}",
         "lateness: its arrival minus the other ranks' median arrival (under "
         f"{a.thresholds['tie_ns'] / 1e3:.0f} us is a tie); latest in: rounds where its "
-        "lateness was the largest; held up: its lateness summed; waited: its NCCL time spent "
-        "waiting for later ranks (a fix on the late rank removes it, tuning communication "
-        "does not); NCCL time: in its steps, exposed: with no compute kernel running",
+        "lateness was the largest; held up: its largest lateness in each round, summed; "
+        "waited: its NCCL time spent waiting for later ranks (a fix on the late rank removes "
+        "it, tuning communication does not); NCCL time: in its steps, exposed: with no "
+        "compute kernel running",
         "straggler: lateness per round larger than the other ranks' (one-sided Mann-Whitney "
         f"U, p < {a.alpha_per_rank:.2g}) and holding them up "
         f"{a.thresholds['min_held_up_ratio']:.0%} of the time or more; late at times: that "
@@ -228,6 +232,18 @@ def arrivals_section(a: Arrivals, nccl_ns: dict[str, tuple[int, int]]) -> Sectio
             else ""
         ),
     )
+    if a.unaligned:
+        notes += (
+            "left out, no collective end lined up on a clock of their own (no session start): "
+            + ", ".join(a.unaligned),
+        )
+    poor = [r for r in a.ranks if r.matched_ratio < POORLY_MATCHED_RATIO]
+    if poor:
+        notes += (
+            "lined up at few of its collectives (a clock drifting against the first rank's, "
+            "or records lost), so its figures cover part of the capture: "
+            + ", ".join(f"{r.label} {r.instances} of {r.operations}" for r in poor),
+        )
     rows = []
     for r in a.ranks:
         rows.append(

@@ -102,6 +102,23 @@ def test_launch_two_ranks_bound_before_start(tmp_path):
     assert "nsysprobe: rank 1: CPUs 1 (node 0), memory none" in done.stderr
 
 
+def test_a_failing_rank_sets_the_status_not_the_ranks_stopped_for_it(tmp_path):
+    """Rank 0 fails with 3 at once; rank 1 is still running and is stopped (SIGTERM, 143):
+    the launcher reports the failure. (A loaded CI machine made this race visible.)"""
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "import os, sys, time\nsys.exit(3) if os.environ['RANK'] == '0' else time.sleep(60)\n"
+    )
+    done = subprocess.run(
+        [*NSYSPROBE, "launch", "--nproc-per-node", "2", "--numa", "none", "--"]
+        + [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 3, done.stderr
+
+
 def test_launch_forwards_signals(tmp_path):
     script = tmp_path / "wait.py"
     script.write_text(
