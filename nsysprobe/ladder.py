@@ -60,7 +60,19 @@ EXPECTED = {
     "prefetch": "gpu_bound",
     "cached": "gpu_bound",
 }
-WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"
+
+
+def _workloads_folder() -> Path:
+    """The workloads' folder: the installed package ``nsysprobe.workloads``, or a checkout's
+    ``workloads/`` when nsysprobe runs from the source tree without being installed."""
+    try:
+        from nsysprobe.workloads import FOLDER
+    except ImportError:
+        return Path(__file__).resolve().parents[1] / "workloads"
+    return FOLDER
+
+
+WORKLOADS = _workloads_folder()
 LADDER_JSON, LADDER_MD = "ladder.json", "ladder.md"
 NO_GPU_FINDING = "no_gpu_activity"
 
@@ -340,7 +352,8 @@ def _scripts(rungs: Sequence[str], workloads: Path) -> dict[str, Path]:
     for path in scripts.values():
         if not path.is_file():
             raise InputError(
-                f"{path} does not exist; pass --workloads DIR, the repository's workloads/ folder"
+                f"{path} does not exist; pass --workloads DIR, a folder holding {path.name} "
+                f"(nsysprobe's own are in the package nsysprobe.workloads)"
             )
     return scripts
 

@@ -4,7 +4,10 @@ The GPU waits while the CPU makes each batch: in the trace, long red ``get batch
 an idle GPU between short green ``Compute`` ranges.
 """
 
-from ladder import main
+if __package__:  # python -m nsysprobe.workloads.baseline
+    from .ladder import main
+else:  # python workloads/baseline.py
+    from ladder import main
 
 if __name__ == "__main__":
     main("baseline")

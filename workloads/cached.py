@@ -4,7 +4,10 @@ No loading and no copies: its steps/s are the most any data pipeline could reach
 the other rungs are compared against.
 """
 
-from ladder import main
+if __package__:  # python -m nsysprobe.workloads.cached
+    from .ladder import main
+else:  # python workloads/cached.py
+    from ladder import main
 
 if __name__ == "__main__":
     main("cached")

@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import torch
 import torchvision
-from mistakes import Size, announce, measure, parse_args, report
+
+if __package__:  # python -m nsysprobe.workloads.compute_bound
+    from .mistakes import Size, announce, measure, parse_args, report
+else:  # python workloads/compute_bound.py
+    from mistakes import Size, announce, measure, parse_args, report
 
 SIZES = {
     "batch_size": Size(256, 2, "images per step"),

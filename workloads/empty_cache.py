@@ -28,7 +28,11 @@ from __future__ import annotations
 import random
 
 import torch
-from mistakes import Size, announce, fail, measure, parse_args, report
+
+if __package__:  # python -m nsysprobe.workloads.empty_cache
+    from .mistakes import Size, announce, fail, measure, parse_args, report
+else:  # python workloads/empty_cache.py
+    from mistakes import Size, announce, fail, measure, parse_args, report
 from torch import nn
 
 SIZES = {

@@ -4,7 +4,10 @@ Batches are ready when the step asks, so ``get batch`` shrinks; the blocking pag
 ``copy batch``, staged by the driver through a bounce buffer, is what the GPU waits on now.
 """
 
-from ladder import main
+if __package__:  # python -m nsysprobe.workloads.multiworker
+    from .ladder import main
+else:  # python workloads/multiworker.py
+    from ladder import main
 
 if __name__ == "__main__":
     main("multiworker")

@@ -4,7 +4,10 @@ The copy runs by DMA at full link speed and no longer blocks the CPU, but it is 
 the compute stream, so the GPU copies and computes in turn, never at once.
 """
 
-from ladder import main
+if __package__:  # python -m nsysprobe.workloads.pinned
+    from .ladder import main
+else:  # python workloads/pinned.py
+    from ladder import main
 
 if __name__ == "__main__":
     main("pinned")

@@ -4,7 +4,10 @@
 training loop is unchanged and computes on the default stream.
 """
 
-from ladder import main
+if __package__:  # python -m nsysprobe.workloads.prefetch
+    from .ladder import main
+else:  # python workloads/prefetch.py
+    from ladder import main
 
 if __name__ == "__main__":
     main("prefetch")

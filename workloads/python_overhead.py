@@ -35,7 +35,11 @@ from typing import TextIO
 
 import nvtx
 import torch
-from mistakes import BLUE, GREEN, YELLOW, Size, announce, measure, parse_args, report
+
+if __package__:  # python -m nsysprobe.workloads.python_overhead
+    from .mistakes import BLUE, GREEN, YELLOW, Size, announce, measure, parse_args, report
+else:  # python workloads/python_overhead.py
+    from mistakes import BLUE, GREEN, YELLOW, Size, announce, measure, parse_args, report
 from torch import nn
 
 SIZES = {

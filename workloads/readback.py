@@ -27,7 +27,11 @@ from __future__ import annotations
 
 import nvtx
 import torch
-from mistakes import BLUE, GREEN, RED, Size, announce, measure, parse_args, report
+
+if __package__:  # python -m nsysprobe.workloads.readback
+    from .mistakes import BLUE, GREEN, RED, Size, announce, measure, parse_args, report
+else:  # python workloads/readback.py
+    from mistakes import BLUE, GREEN, RED, Size, announce, measure, parse_args, report
 from torch import nn
 
 SIZES = {

@@ -31,7 +31,11 @@ import nvtx
 import torch
 import torch.nn.functional as F
 import torchvision
-from mistakes import BLUE, GREEN, RED, Size, announce, fail, measure, parse_args, report
+
+if __package__:  # python -m nsysprobe.workloads.slow_loader
+    from .mistakes import BLUE, GREEN, RED, Size, announce, fail, measure, parse_args, report
+else:  # python workloads/slow_loader.py
+    from mistakes import BLUE, GREEN, RED, Size, announce, fail, measure, parse_args, report
 from torch.utils.data import DataLoader, Dataset
 
 SIZES = {

@@ -4,7 +4,10 @@
 allocator from recycling a batch that the other stream still reads.
 """
 
-from ladder import main
+if __package__:  # python -m nsysprobe.workloads.streams
+    from .ladder import main
+else:  # python workloads/streams.py
+    from ladder import main
 
 if __name__ == "__main__":
     main("streams")

@@ -27,7 +27,11 @@ the replay launches and the batch copies).
 from __future__ import annotations
 
 import torch
-from mistakes import Size, announce, fail, measure, parse_args, report
+
+if __package__:  # python -m nsysprobe.workloads.tiny_layers
+    from .mistakes import Size, announce, fail, measure, parse_args, report
+else:  # python workloads/tiny_layers.py
+    from mistakes import Size, announce, fail, measure, parse_args, report
 from torch import nn
 
 SIZES = {

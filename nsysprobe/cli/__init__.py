@@ -31,6 +31,7 @@ def main() -> None:
 
     \b
     nsysprobe run workloads/baseline.py     capture, export and diagnose a script
+    nsysprobe run --rung baseline           the same for the installed package's own rung
     nsysprobe analyze report.nsys-rep       diagnose a report or its .sqlite export
     """
 

@@ -46,7 +46,7 @@ def _say(line: str) -> None:
 @click.option(
     "--workloads",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Folder with the rungs' scripts [default: the repository's workloads/].",
+    help="Folder with the rungs' scripts [default: nsysprobe's own, nsysprobe.workloads].",
 )
 @click.option(
     "--format",

@@ -12,8 +12,27 @@ from nsysprobe.capture.doctor import run_checks
 from nsysprobe.capture.health import nvtx_note
 from nsysprobe.capture.profile import ProfileOptions, capture
 from nsysprobe.cli.outputs import report_outputs, save_outputs
+from nsysprobe.errors import InputError
 
 ANALYSIS_FILE = "analysis.json"
+
+
+def _with_rung(rung: str | None, workload: tuple[str, ...]) -> tuple[str, ...]:
+    """The command to profile: WORKLOAD, or nsysprobe's own workload ``rung`` with WORKLOAD as
+    its options."""
+    if rung is None:
+        if not workload:
+            raise InputError("give a WORKLOAD (a script or a command) or --rung NAME")
+        return workload
+    from nsysprobe.ladder import WORKLOADS
+
+    script = WORKLOADS / f"{rung}.py"
+    known = sorted(
+        p.stem for p in WORKLOADS.glob("*.py") if p.stem not in ("__init__", "ladder", "mistakes")
+    )
+    if "/" in rung or rung.startswith(".") or not script.is_file():
+        raise InputError(f"--rung {rung}: no such workload; one of {', '.join(known)}")
+    return (str(script), *workload)
 
 
 def _say(line: str) -> None:
@@ -23,7 +42,13 @@ def _say(line: str) -> None:
 @click.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.argument("workload", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("workload", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--rung",
+    metavar="NAME",
+    help="Profile one of nsysprobe's own workloads (baseline, multiworker, pinned, streams, "
+    "prefetch, cached, or a training mistake such as readback); WORKLOAD is then its options.",
+)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Run folder to write.")
 @click.option("--nsys", "nsys_path", metavar="PATH", help="The nsys executable to use.")
 @click.option("--trace", help="nsys --trace list [default: cuda,nvtx,osrt; nvtx,osrt w/o GPU].")
@@ -41,6 +66,7 @@ def _say(line: str) -> None:
 @report_outputs
 def run(
     workload: tuple[str, ...],
+    rung: str | None,
     output: Path | None,
     nsys_path: str | None,
     trace: str | None,
@@ -56,6 +82,7 @@ def run(
     \b
     nsysprobe run train.py --epochs 1
     nsysprobe run -- python -m mypkg.train
+    nsysprobe run --rung baseline --steps 10     # nsysprobe's own workloads, from anywhere
 
     The workload calls torch.cuda.profiler.start()/stop() around the steps to capture
     (or pass --no-capture-range). Its exit code is this command's exit code.
@@ -63,6 +90,7 @@ def run(
     from nsysprobe import analyze
     from nsysprobe.render import render
 
+    workload = _with_rung(rung, workload)
     options = ProfileOptions(
         trace=trace,
         capture_range=not no_capture_range,
