@@ -10,6 +10,14 @@ pooled steps when there are at most ``EXACT_SPLITS`` splits, else the normal app
 with tie correction). When p >= ``ALPHA`` the difference is *within noise*; otherwise the run
 is *faster* or *slower* with confidence 1 - p. The speed-up is the ratio of steps per second
 (one over the median step).
+
+**The gate** (``gate``, ``nsysprobe compare --fail-if-slower PCT --fail-if EXPR``) checks every
+run after the first against it, for CI: a run fails ``--fail-if-slower PCT`` when its steps are
+*slower* by the test above (beyond noise) and its median step is more than PCT % longer than
+the first run's; one whose steps cannot be tested (under ``MIN_STEPS``) passes, marked
+untested. ``--fail-if METRIC<VALUE`` (``<``, ``<=``, ``>``, ``>=``) fails a run whose figure
+meets the condition, or that lacks the figure (a gate that cannot check must not pass
+silently); METRIC is a figure of the table (``GATE_METRICS``).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +62,107 @@ class Difference:
 
 
 @dataclass(frozen=True)
+class Check:
+    run: str  # the run's label
+    check: str  # what was checked, e.g. "slower by more than 5%" or "gpu_busy_ratio<0.9"
+    value: float | None  # the figure checked (the slowdown in % for --fail-if-slower)
+    failed: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    checks: tuple[Check, ...]
+
+    @property
+    def failed(self) -> bool:
+        return any(c.failed for c in self.checks)
+
+
+@dataclass(frozen=True)
 class Comparison:
     runs: tuple[Run, ...]
     differences: tuple[Difference | None, ...]  # None for the first run
+    gate: Gate | None = None  # when thresholds were given
+
+
+# Figures a --fail-if condition may name: RunMetrics' numbers, and the speed-up over the first.
+GATE_METRICS = (
+    "steps_per_s",
+    "speedup",
+    "median_step_ns",
+    "gpu_busy_ratio",
+    "idle_per_step_ns",
+    "gap_ns",
+    "pageable_htod_bytes",
+    "exposed_copy_ns",
+    "top_gain_ratio",
+    "step_count",
+)
+_CONDITION = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|<|>)\s*(\S+)\s*$")
+_OPS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def parse_condition(text: str) -> tuple[str, str, float]:
+    """``"gpu_busy_ratio<0.9"`` -> ("gpu_busy_ratio", "<", 0.9); InputError when malformed."""
+    found = _CONDITION.match(text)
+    hint = f"write METRIC<VALUE with < <= > >=, METRIC one of {', '.join(GATE_METRICS)}"
+    if not found:
+        raise InputError(f"--fail-if {text!r}: not a condition; {hint}")
+    metric, op, raw = found.groups()
+    if metric not in GATE_METRICS:
+        raise InputError(f"--fail-if {text!r}: unknown figure {metric!r}; {hint}")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise InputError(f"--fail-if {text!r}: {raw!r} is not a finite number; {hint}")
+    return metric, op, value
+
+
+def check_percentage(pct: float | None) -> None:
+    """InputError unless ``pct`` (--fail-if-slower) is None or a finite 0 or more."""
+    if pct is not None and not (math.isfinite(pct) and pct >= 0):
+        raise InputError(f"--fail-if-slower {pct}: give a percentage of 0 or more, e.g. 5")
+
+
+def gate(
+    comparison: Comparison, fail_if_slower: float | None, conditions: tuple[str, ...] = ()
+) -> Gate:
+    """Every run after the first, checked against the thresholds (see the module docstring)."""
+    check_percentage(fail_if_slower)
+    parsed = [(text.strip(), *parse_condition(text)) for text in conditions]
+    first = comparison.runs[0].metrics
+    checks = []
+    for run, diff in zip(comparison.runs[1:], comparison.differences[1:]):
+        if fail_if_slower is not None:
+            checks.append(_slower_check(run, diff, first, fail_if_slower))
+        for text, metric, op, limit in parsed:
+            value = diff.speedup if metric == "speedup" else getattr(run.metrics, metric)
+            if value is None:
+                checks.append(Check(run.label, text, None, True, f"{metric} is not measured"))
+                continue
+            met = _OPS[op](float(value), limit)
+            checks.append(Check(run.label, text, float(value), met, f"{metric} = {value:.6g}"))
+    return Gate(tuple(checks))
+
+
+def _slower_check(run: Run, diff: Difference, first: RunMetrics, pct: float) -> Check:
+    what = f"slower by more than {pct:g}%"
+    a, b = first.median_step_ns, run.metrics.median_step_ns
+    if diff.verdict == "unknown" or not a or b is None:
+        return Check(run.label, what, None, False, f"untested: {diff.why}")
+    slowdown = (b / a - 1) * 100
+    beyond = diff.verdict == "slower"
+    failed = beyond and slowdown > pct
+    noise = f"slower beyond noise (p={diff.p_value:.2g})" if beyond else diff.verdict
+    return Check(run.label, what, slowdown, failed, f"median step {slowdown:+.1f}%, {noise}")
 
 
 def mann_whitney(a, b) -> tuple[float, float]:

@@ -372,6 +372,7 @@ class _ProcessDevice:
             distinct = iv.sorted_unique(ids)
             names = [ev.name_of(i) for i in distinct.tolist()]
             named = [is_communication_kernel(n) for n in names]
+            # A kernel whose name says no collective is named by the NCCL range issuing it.
             coll_of = np.array(
                 [code(collectives, collective_of(n)) if c else 0 for n, c in zip(names, named)],
                 dtype=np.int64,
@@ -381,7 +382,15 @@ class _ProcessDevice:
             codes = np.where(comm, code(kinds, COMMUNICATION), code(kinds, COMPUTE))
             f = _op_frame(k, codes, 0)
             f["coll"] = coll_of[at]
-            frames.append(issued_by_nccl(f, k))
+            f = issued_by_nccl(f, k)
+            # Still unnamed (no NCCL range either): the kernel's own name.
+            unnamed = comm & (f["coll"].to_numpy() == collectives.index(""))
+            if unnamed.any():
+                own = np.array([code(collectives, n) for n in names], dtype=np.int64)
+                coll = f["coll"].to_numpy().copy()
+                coll[unnamed] = own[at[unnamed]]
+                f["coll"] = coll
+            frames.append(f)
         g = mine(ev.graphs)
         if len(g):
             frames.append(_op_frame(g, np.full(len(g), code(kinds, COMPUTE)), 0))

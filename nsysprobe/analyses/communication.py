@@ -43,15 +43,30 @@ def is_communication_kernel(name: str) -> bool:
     return bool(_KERNEL.match(name))
 
 
+# NCCL's collectives, the longer names first (ReduceScatter before Reduce).
+COLLECTIVES = (
+    "ReduceScatter",
+    "AllReduce",
+    "AllGather",
+    "AllToAll",
+    "Broadcast",
+    "SendRecv",
+    "Reduce",
+    "Send",
+    "Recv",
+)
+
+
 def collective_of(name: str) -> str:
-    """``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` -> ``AllReduce``; ``ncclKernel_AllGather_
-    RING_LL_Sum_int8_t`` -> ``AllGather``; ``ncclAllReduce`` (a range) -> ``AllReduce``."""
-    if _KERNEL.match(name):
-        parts = name.split("_")
-        return parts[1] if len(parts) > 1 and parts[1] else name
-    if _RANGE.match(name):
-        return name[4:]
-    return name
+    """The collective a kernel or NCCL range name says, whatever NCCL's naming of the day:
+    ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``, ``ncclKernel_AllGather_RING_LL_Sum_int8_t``,
+    ``ncclAllReduceRingLLKernel_sum_f32`` (NCCL 2.7) and the range ``ncclAllReduce`` all give
+    ``AllReduce``; a name that says none (``ncclDevKernel_Generic``) gives "" (the NCCL range
+    that issued it may say)."""
+    if not (_KERNEL.match(name) or _RANGE.match(name)):
+        return ""
+    lower = name.lower()
+    return next((c for c in COLLECTIVES if c.lower() in lower), "")
 
 
 @dataclass(frozen=True)
@@ -74,15 +89,18 @@ def nccl_issued(
     """
     if not len(nvtx) or not len(runtime):
         return {}
-    nccl_domain = {key for key, name in domains.items() if name == NCCL_DOMAIN}
+    # Millions of NVTX ranges in a PyTorch trace: test each distinct name and (process,
+    # domain) once, not each row.
+    nccl_domain = [(p << 32) | d for (p, d), name in domains.items() if name == NCCL_DOMAIN]
     in_domain = np.zeros(len(nvtx), dtype=bool)
     if nccl_domain:
-        pids = pid_of(nvtx["globalTid"].to_numpy())
-        doms = nvtx["domainId"].to_numpy()
-        in_domain = np.array(
-            [(int(p), int(d)) in nccl_domain for p, d in zip(pids, doms)], dtype=bool
+        keys = (pid_of(nvtx["globalTid"].to_numpy()) << 32) | (
+            nvtx["domainId"].to_numpy() & 0xFFFFFFFF
         )
-    named = nvtx["name"].astype(str).str.match(_RANGE.pattern).to_numpy(dtype=bool)
+        in_domain = np.isin(keys, np.array(nccl_domain, dtype=np.int64))
+    codes, distinct = pd.factorize(nvtx["name"].to_numpy())
+    named = np.array([bool(_RANGE.match(str(n))) for n in distinct], dtype=bool)
+    named = named[codes] if codes.size else np.zeros(0, dtype=bool)
     ranges = nvtx[in_domain | named]
     if not len(ranges):
         return {}

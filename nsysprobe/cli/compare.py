@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
-from nsysprobe.compare import compare_runs, load_run
+from nsysprobe.compare import check_percentage, compare_runs, gate, load_run, parse_condition
 from nsysprobe.progress import Progress
 from nsysprobe.render.comparison import RENDERERS
 
@@ -38,9 +40,26 @@ from nsysprobe.render.comparison import RENDERERS
     metavar="PATH",
     help="History database that ids refer to [default: as `nsysprobe history`].",
 )
+@click.option(
+    "--fail-if-slower",
+    type=float,
+    metavar="PCT",
+    help="Exit 1 when a later run's steps are slower than the first's beyond noise and its "
+    "median step is more than PCT % longer (a CI regression gate).",
+)
+@click.option(
+    "--fail-if",
+    "conditions",
+    multiple=True,
+    metavar="EXPR",
+    help="Exit 1 when a later run's figure meets EXPR, e.g. 'gpu_busy_ratio<0.9' or "
+    "'speedup<0.95' (repeatable; a figure the run lacks fails too).",
+)
 def compare(
     runs: tuple[str, ...],
     fmt: str,
+    fail_if_slower: float | None,
+    conditions: tuple[str, ...],
     min_gap_ms: float,
     step_range: str | None,
     nsys: str | None,
@@ -52,11 +71,20 @@ def compare(
     .sqlite) or an id from `nsysprobe history`. Each later run gets its speed-up and whether
     its per-step times differ from the first run's beyond noise (Mann-Whitney U test).
 
+    With --fail-if-slower or --fail-if, every later run is checked against the first and the
+    command exits 1 when a check fails (a line on stderr says which), 0 when all pass: a CI
+    job compares the main branch's capture with the pull request's and posts the Markdown.
+
     \b
     Examples:
       nsysprobe compare baseline.sqlite pinned.sqlite pipelined.sqlite
       nsysprobe compare 12 14 --format markdown
+      nsysprobe compare main.sqlite pr.sqlite --fail-if-slower 5 --format markdown
+      nsysprobe compare main.sqlite pr.sqlite --fail-if 'gpu_busy_ratio<0.9'
     """
+    for text in conditions:
+        parse_condition(text)  # a bad condition is refused before any run is loaded
+    check_percentage(fail_if_slower)  # so is a bad percentage
     options = {"min_gap_ms": min_gap_ms, "step_range": step_range, "nsys": nsys}
     progress = Progress()
     loaded = []
@@ -64,4 +92,11 @@ def compare(
         for spec in runs:
             progress(f"loading {spec}")
             loaded.append(load_run(spec, history_path=history_path, analyze_options=options))
-    click.echo(RENDERERS[fmt](compare_runs(loaded)), nl=False)
+    comparison = compare_runs(loaded)
+    if fail_if_slower is not None or conditions:
+        comparison = replace(comparison, gate=gate(comparison, fail_if_slower, conditions))
+    click.echo(RENDERERS[fmt](comparison), nl=False)
+    if comparison.gate is not None and comparison.gate.failed:
+        failed = [f"{c.run}: {c.check} ({c.why})" for c in comparison.gate.checks if c.failed]
+        click.echo(f"nsysprobe: gate failed: {'; '.join(failed)}", err=True)
+        sys.exit(1)

@@ -89,6 +89,17 @@ def _delta(value, ref, fmt, delta_fmt, delta_fn=None) -> str:
     return f"{text} ({delta_fmt.format(d)})"
 
 
+def gate_lines(comparison: Comparison) -> list[str]:
+    """The gate's verdict and one line per check (empty without a gate)."""
+    g = comparison.gate
+    if g is None:
+        return []
+    head = "gate: FAILED" if g.failed else "gate: passed"
+    return [head] + [
+        f"{'FAIL' if c.failed else 'pass'}  {c.run}: {c.check} ({c.why})" for c in g.checks
+    ]
+
+
 def render_comparison_text(comparison: Comparison) -> str:
     table = [HEADER, *rows(comparison)]
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
@@ -96,11 +107,23 @@ def render_comparison_text(comparison: Comparison) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += ["", NOTE]
     lines += [f"{r.label}: {r.source}" for r in comparison.runs]
+    gate = gate_lines(comparison)
+    lines += ["", *gate] if gate else []
     return "\n".join(lines) + "\n"
 
 
 def render_comparison_markdown(comparison: Comparison) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    """A table fit for a pull-request comment, the gate's verdict first when there is one."""
+    lines = []
+    g = comparison.gate
+    if g is not None:
+        lines += [f"**nsysprobe gate: {'failed' if g.failed else 'passed'}**", ""]
+        lines += [
+            f"- {'❌' if c.failed else '✅'} {escape(c.run)}: {escape(c.check)} ({escape(c.why)})"
+            for c in g.checks
+        ]
+        lines.append("")
+    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(escape(c) for c in r) + " |" for r in rows(comparison)]
     lines += ["", escape(NOTE)]
     return "\n".join(lines) + "\n"
@@ -119,7 +142,13 @@ def comparison_dict(comparison: Comparison) -> dict:
                 "vs_first": None if diff is None else dataclasses.asdict(diff),
             }
         )
-    return {"schema_version": SCHEMA_VERSION, "runs": runs}
+    out = {"schema_version": SCHEMA_VERSION, "runs": runs}
+    if comparison.gate is not None:
+        out["gate"] = {
+            "failed": comparison.gate.failed,
+            "checks": [dataclasses.asdict(c) for c in comparison.gate.checks],
+        }
+    return out
 
 
 def render_comparison_json(comparison: Comparison) -> str:

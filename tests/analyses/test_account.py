@@ -30,7 +30,7 @@ from nsysprobe.analyses.events import Events
 from nsysprobe.trace.reader import Trace
 
 from conftest import SAMPLE_TRACES, shared_trace
-from exports import MAIN_TID, PID, WORKER_TID, Export
+from exports import MAIN_TID, PID, WORKER_TID, Export, gtid
 
 US = 1_000
 MB64 = 64 << 20
@@ -887,6 +887,33 @@ def test_nccl_counts_only_its_exposed_part(build):
     assert a.idle_ns == 0
 
 
+def test_a_generic_nccl_kernel_is_named_by_its_nccl_range(build):
+    """NCCL 2.19+ may launch ``ncclDevKernel_Generic``: the ``ncclAllReduce`` range of the NCCL
+    domain that issued it names the collective; without a range, the kernel's own name."""
+    ex = Export()
+    ex.row(
+        "NVTX_EVENTS", start=0, end=None, eventType=75, text="NCCL", globalTid=gtid(), domainId=1
+    )
+    ex.row(
+        "NVTX_EVENTS",
+        start=0,
+        end=10 * US,
+        eventType=59,
+        text="ncclAllReduce",
+        globalTid=gtid(),
+        domainId=1,
+    )
+    launch(ex, 5, 100, 400, stream=9, name="ncclDevKernel_Generic")  # inside the range
+    launch(ex, 20, 500, 700, stream=9, name="ncclDevKernel_Generic")  # no range
+    launch(ex, 21, 700, 1000, stream=7)
+    steps(ex, 0, 1000)
+    a = the_account(build, ex)
+    assert {(c.name, c.count, c.total_ns) for c in a.collectives} == {
+        ("AllReduce", 1, 300 * US),
+        ("ncclDevKernel_Generic", 1, 200 * US),
+    }
+
+
 # -- part 3: random timelines against a cell-by-cell model ---------------------------------
 # Times in units of 1 us on 0..TIME; every unit cell [t, t + 1) is classified by brute force.
 
@@ -1100,9 +1127,13 @@ def test_one_rank_nccl_copies_are_communication_named_by_their_range():
         ("ncclKernel_AllGather_RING_LL_Sum_int8_t", True, "AllGather"),
         ("ncclDevKernel_SendRecv", True, "SendRecv"),
         ("rcclKernel_ReduceScatter", True, "ReduceScatter"),
-        ("nccl_helper_gemm", False, "nccl_helper_gemm"),
-        ("sm90_xmma_gemm_nccl_kernel", False, "sm90_xmma_gemm_nccl_kernel"),
+        ("ncclAllReduceRingLLKernel_sum_f32", True, "AllReduce"),  # NCCL 2.7
+        ("ncclKernel_ReduceScatter_RING_LL_Sum_half", True, "ReduceScatter"),
+        ("ncclDevKernel_Generic", True, ""),  # named by the NCCL range that issued it
+        ("nccl_helper_gemm", False, ""),
+        ("sm90_xmma_gemm_nccl_kernel", False, ""),
         ("ncclAllReduce", False, "AllReduce"),  # a range name, not a kernel
+        ("ncclGroupEnd", False, ""),
     ],
 )
 def test_communication_kernel_names(name, comm, collective):

@@ -175,3 +175,19 @@ def test_ctrl_c_stops_the_workload_and_keeps_the_capture(nsys, tmp_path):
         folder / "report.sqlite", "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59"
     )
     assert ranges[0][0] >= 1
+
+
+@pytest.mark.parametrize("rung", ["nope", "mistakes", "ladder", "../baseline", "__init__"])
+def test_run_rung_names_only_the_workloads(rung):
+    result = CliRunner().invoke(main, ["run", "--rung", rung])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"nsysprobe: error: --rung {rung}: no such workload; one of baseline")
+
+
+def test_run_without_a_workload_says_what_to_give():
+    result = CliRunner().invoke(main, ["run"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "nsysprobe: error: give a WORKLOAD (a script or a command) or --rung NAME"
+    )

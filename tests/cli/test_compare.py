@@ -16,6 +16,8 @@ from click.testing import CliRunner
 from nsysprobe.cli import main
 from nsysprobe.compare import mann_whitney
 
+from conftest import SAMPLE_TRACES
+
 
 def run(*args):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
@@ -175,3 +177,79 @@ def test_mann_whitney_large_samples():
     assert p < 1e-3
     # U counted by pairs
     assert u == float(sum((x > y) + 0.5 * (x == y) for x in shifted for y in same_a))
+
+
+# -- the regression gate ---------------------------------------------------------------------
+
+SAMPLES = SAMPLE_TRACES
+
+
+def gpu_time_over_steps(path) -> float:
+    """Summed durations of kernels, copies and memsets over the summed 'Batch i' walls: an
+    upper bound of the GPU busy ratio (the union of overlapping work is no longer)."""
+    db = sqlite3.connect(path)
+    busy = sum(
+        db.execute(f"SELECT coalesce(sum(end - start), 0) FROM {t}").fetchone()[0]
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY")
+    )
+    db.close()
+    return busy / sum(step_walls(path))
+
+
+def test_the_gate_fails_a_real_slowdown_with_a_pull_request_comment():
+    base, new = SAMPLES / "h200_pinned.sqlite", SAMPLES / "h200_baseline.sqlite"
+    result = CliRunner().invoke(
+        main, ["compare", str(base), str(new), "--fail-if-slower", "5", "--format", "markdown"]
+    )
+    assert result.exit_code == 1
+    slowdown = statistics.median(step_walls(new)) / statistics.median(step_walls(base)) - 1
+    assert result.stdout.startswith("**nsysprobe gate: failed**\n")
+    assert f"median step \\+{slowdown * 100:.1f}%" in result.stdout
+    assert "nsysprobe: gate failed: h200_baseline.sqlite: slower by more than 5%" in result.stderr
+
+
+def test_the_gate_passes_two_captures_of_one_rung():
+    """The multiworker rung captured twice (once with --cpuctxsw): 1 % apart, within noise."""
+    a, b = SAMPLES / "h200_multiworker.sqlite", SAMPLES / "h200_multiworker-cpuctxsw.sqlite"
+    assert abs(statistics.median(step_walls(b)) / statistics.median(step_walls(a)) - 1) < 0.05
+    result = CliRunner().invoke(main, ["compare", str(a), str(b), "--fail-if-slower", "5"])
+    assert result.exit_code == 0, result.output
+    assert "gate: passed" in result.stdout
+    # No slowdown may pass a 0 % gate only when it is within noise.
+    zero = CliRunner().invoke(main, ["compare", str(a), str(b), "--fail-if-slower", "0"])
+    assert zero.exit_code == 0 and "within noise" in zero.stdout
+
+
+def test_fail_if_on_any_figure_and_in_the_json():
+    base, new = SAMPLES / "h200_pinned.sqlite", SAMPLES / "h200_baseline.sqlite"
+    assert gpu_time_over_steps(new) < 0.5  # the baseline's GPU is mostly idle
+    failing = CliRunner().invoke(
+        main,
+        ["compare", str(base), str(new), "--fail-if", "gpu_busy_ratio<0.5", "--format", "json"],
+    )
+    assert failing.exit_code == 1
+    gate = json.loads(failing.stdout)["gate"]
+    assert gate["failed"] is True
+    [check] = gate["checks"]
+    assert check["check"] == "gpu_busy_ratio<0.5" and check["value"] < 0.5
+    passing = CliRunner().invoke(
+        main, ["compare", str(base), str(new), "--fail-if", "steps_per_s>1000"]
+    )
+    assert passing.exit_code == 0 and "gate: passed" in passing.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--fail-if", "gpu_busy<0.9"], "unknown figure 'gpu_busy'"),
+        (["--fail-if", "gpu_busy_ratio=0.9"], "not a condition"),
+        (["--fail-if", "gpu_busy_ratio<nan"], "is not a finite number"),
+        (["--fail-if-slower", "-1"], "give a percentage of 0 or more"),
+        (["--fail-if-slower", "inf"], "give a percentage of 0 or more"),
+    ],
+)
+def test_bad_gates_are_refused_in_one_line_before_loading(args, message, tmp_path):
+    result = CliRunner().invoke(main, ["compare", "missing-a", "missing-b", *args])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("nsysprobe: error:")
