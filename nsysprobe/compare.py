@@ -14,10 +14,11 @@ is *faster* or *slower* with confidence 1 - p. The speed-up is the ratio of step
 **The gate** (``gate``, ``nsysprobe compare --fail-if-slower PCT --fail-if EXPR``) checks every
 run after the first against it, for CI: a run fails ``--fail-if-slower PCT`` when its steps are
 *slower* by the test above (beyond noise) and its median step is more than PCT % longer than
-the first run's; one whose steps cannot be tested (under ``MIN_STEPS``) passes, marked
-untested. ``--fail-if METRIC<VALUE`` (``<``, ``<=``, ``>``, ``>=``) fails a run whose figure
-meets the condition, or that lacks the figure (a gate that cannot check must not pass
-silently); METRIC is a figure of the table (``GATE_METRICS``).
+the first run's; one whose steps cannot be tested (under ``MIN_STEPS`` in either run) fails
+too, saying so: a gate that cannot check must not pass silently (a crashed job captures no
+steps). ``--fail-if METRIC<VALUE`` (``<``, ``<=``, ``>``, ``>=``) fails a run whose figure
+meets the condition, or that lacks the figure; METRIC is a figure of the table
+(``GATE_METRICS``).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def _slower_check(run: Run, diff: Difference, first: RunMetrics, pct: float) -> 
     what = f"slower by more than {pct:g}%"
     a, b = first.median_step_ns, run.metrics.median_step_ns
     if diff.verdict == "unknown" or not a or b is None:
-        return Check(run.label, what, None, False, f"untested: {diff.why}")
+        return Check(run.label, what, None, True, f"cannot test: {diff.why}")
     slowdown = (b / a - 1) * 100
     beyond = diff.verdict == "slower"
     failed = beyond and slowdown > pct

@@ -253,3 +253,11 @@ def test_bad_gates_are_refused_in_one_line_before_loading(args, message, tmp_pat
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("nsysprobe: error:")
+
+
+def test_a_gate_that_cannot_test_fails(rung, tmp_path):
+    """Two steps are too few for the test: the gate says so and fails, it does not pass."""
+    base, short = rung("pinned"), rung("baseline", steps=2)
+    result = CliRunner().invoke(main, ["compare", str(base), str(short), "--fail-if-slower", "5"])
+    assert result.exit_code == 1
+    assert "cannot test: needs 3+ steps in each run to test (has 6 and 2)" in result.stdout
