@@ -28,7 +28,7 @@ Without collectives (ranks that do not communicate), a rank is **slower** when i
 wall times are slower than those of every other rank pooled. Steps are matched by index across
 ranks and each divided by the median across ranks of the same step (``relative_steps``), so
 what every rank shares cancels out. The test is Mann-Whitney U
-(``nsysprobe.compare.mann_whitney``), one-sided, with p < ``ALPHA`` / ranks tested
+(``nsysprobe.analyses.stats``), one-sided, with p < ``ALPHA`` / ranks tested
 (Bonferroni), and the effect size must reach ``MIN_SLOWDOWN_RATIO``: the rank's median relative
 step over the others' (a significant 1 % is not slower). The stragglers and the slowest ranks
 slower than the others' median (``SLOWEST_LISTED``) are listed with what distinguishes each:
@@ -59,8 +59,9 @@ from nsysprobe.analyses.arrivals import (
     late_causes,
     rank_accounts,
 )
+from nsysprobe.analyses.stats import one_sided
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
-from nsysprobe.compare import ALPHA, MIN_STEPS, mann_whitney
+from nsysprobe.compare import ALPHA, MIN_STEPS
 from nsysprobe.errors import InputError, NsysprobeError
 from nsysprobe.report import Report, analyze
 
@@ -566,10 +567,8 @@ def _verdict(
         return unknown(f"needs another rank with {MIN_STEPS}+ steps to compare with")
     mine = relative[s.label]
     pooled = np.concatenate([v for k, v in relative.items() if k != s.label])
-    u, p = mann_whitney(mine, pooled)
-    slower_share = u / (mine.size * pooled.size)
     # One-sided: the question is only whether this rank is slower.
-    p = p / 2 if slower_share > 0.5 else 1.0 - p / 2
+    slower_share, p = one_sided(mine, pooled)
     slowdown = float(np.median(mine) / np.median(pooled))
     why = (
         f"Mann-Whitney U on {mine.size} step times (each over the ranks' median of that step) "

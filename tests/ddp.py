@@ -217,13 +217,18 @@ def session_start(ex: Export, utc_ns: int) -> None:
     )
 
 
-def shift(ex: Export, by: int) -> None:
-    """Every timestamp of the export minus ``by`` (another report's own clock)."""
+def retime(ex: Export, clock) -> None:
+    """Every timestamp t of the export becomes ``clock(t)`` (another host's clock)."""
     for rows in ex.tables.values():
         for row in rows:
             for col in ("start", "end"):
                 if isinstance(row.get(col), int):
-                    row[col] -= by
+                    row[col] = clock(row[col])
+
+
+def shift(ex: Export, by: int) -> None:
+    """Every timestamp of the export minus ``by`` (another report's own clock)."""
+    retime(ex, lambda t: t - by)
 
 
 def save_per_rank(

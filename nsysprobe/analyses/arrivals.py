@@ -54,6 +54,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from nsysprobe.analyses.intervals import outermost_cover
+from nsysprobe.analyses.stats import one_sided
+
 ALPHA = 0.05
 # Closer arrivals are a tie: launch jitter and the ends' skew are of this order on one node
 # (the public two-GPU trace: ends within 27 us, small kernels' starts within 55 us).
@@ -340,8 +343,6 @@ def _arrivals(ranks, clocks, a, e, coll, base, left_out) -> Arrivals:
     basis, r_of, r_names = _bursts(first)
     measured = int(np.nanmax(e) - np.nanmin(a))
     if ref.round_start_ns.size:
-        from nsysprobe.analyses.intervals import outermost_cover
-
         w = outermost_cover(ref.round_start_ns, ref.round_end_ns, (first + base).astype(np.int64))
         if (w >= 0).any():
             basis, r_of, r_names = "steps", w, ref.round_names
@@ -359,16 +360,12 @@ def _arrivals(ranks, clocks, a, e, coll, base, left_out) -> Arrivals:
     last_round = np.where(held_round >= TIE_NS, per_round.argmax(axis=1), -1)
     has_round = took_part.any(axis=1)
     alpha = ALPHA / n_ranks
-    from nsysprobe.compare import mann_whitney
-
     out_ranks = []
     for k, r in enumerate(ranks):
         mine = per_round[took_part[:, k], k]
         others = np.concatenate([per_round[took_part[:, q], q] for q in range(n_ranks) if q != k])
         if mine.size and others.size:
-            u, p = mann_whitney(mine, others)
-            share = u / (mine.size * others.size)
-            p = p / 2 if share > 0.5 else 1.0 - p / 2
+            share, p = one_sided(mine, others)
         else:
             share, p = 0.5, 1.0
         held = int(round(per_round[:, k].sum()))
