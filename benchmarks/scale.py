@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import click
@@ -182,6 +182,32 @@ def build(source: Source, dest: Path, target_ops: int, osrt_keep_every: int = 1)
     )
 
 
+def nest_ranges(path: Path, count: int) -> int:
+    """Add ``count`` NVTX push/pop ranges nested in one another on the thread with the most
+    CUDA API calls, each spanning nearly the whole export (``nest 0`` outermost): the shape
+    that makes work grow with gaps x open ranges. Returns the rows added."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        tid = db.execute(
+            "SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY globalTid "
+            "ORDER BY count(*) DESC LIMIT 1"
+        ).fetchone()[0]
+        span = "SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+        lo, hi = db.execute(span).fetchone()
+        if hi - lo <= 2 * count:
+            raise click.ClickException(f"{path.name}: too short a span for {count} nested ranges")
+        db.execute("BEGIN")
+        db.executemany(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) "
+            "VALUES (?, ?, 59, ?, ?)",
+            ((lo - count + i, hi + count - i, f"nest {i}", tid) for i in range(count)),
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return count
+
+
 def _shifted(col: str, copy: int, source: Source) -> str:
     if col in TIME_COLUMNS:
         return f"{quoted(col)} + {copy * source.span_ns}"
@@ -198,24 +224,45 @@ class Timing:
     verdict: str | None
 
 
-def time_analyze(path: Path, out: Path) -> Timing:
-    """Run ``nsysprobe analyze PATH --format json`` in a fresh process: wall time, peak RSS."""
-    cmd = [sys.executable, "-m", "nsysprobe", "analyze", str(path), "--format", "json"]
+def _run(cmd: list[str], out: Path) -> tuple[float, int]:
+    """Run ``cmd`` in a fresh process, its output to ``out``: (wall s, peak RSS bytes)."""
     with out.open("wb") as stdout:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT)
         # wait4 gives this child's own rusage (RUSAGE_CHILDREN would keep the largest so far).
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    code = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode:
-        raise click.ClickException(f"analyze {path} exited {proc.returncode}: {err.strip()}")
+    if code:
+        raise click.ClickException(f"{' '.join(cmd[1:3])} exited {code}: {err.strip()}")
+    # ru_maxrss is in KiB on Linux.
+    return wall, usage.ru_maxrss * 1024
+
+
+@dataclass(frozen=True)
+class Floor:
+    wall_s: float
+    peak_rss_bytes: int
+    rows: int
+    gpu_busy_ns: int
+
+
+def time_floor(path: Path, out: Path) -> Floor:
+    """``benchmarks/floor.py PATH`` in a fresh process: the plain read of the same columns."""
+    wall, rss = _run([sys.executable, str(ROOT / "benchmarks" / "floor.py"), str(path)], out)
+    got = json.loads(out.read_text())
+    return Floor(wall, rss, got["rows"], got["gpu_busy_ns"])
+
+
+def time_analyze(path: Path, out: Path) -> Timing:
+    """Run ``nsysprobe analyze PATH --format json`` in a fresh process: wall time, peak RSS."""
+    cmd = [sys.executable, "-m", "nsysprobe", "analyze", str(path), "--format", "json"]
+    wall, rss = _run(cmd, out)
     report = json.loads(out.read_text())
     ops = sum(d["kernel_count"] + d["memcpy_count"] + d["memset_count"] for d in report["devices"])
     recs = report.get("recommendations") or []
-    # ru_maxrss is in KiB on Linux.
-    return Timing(wall, usage.ru_maxrss * 1024, ops, recs[0]["id"] if recs else None)
+    return Timing(wall, rss, ops, recs[0]["id"] if recs else None)
 
 
 def machine() -> dict[str, object]:
@@ -261,7 +308,16 @@ class Result:
     target_ops: int
     built: Built
     timing: Timing
+    floor: Floor
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def time_ratio(self) -> float:
+        return self.timing.wall_s / self.floor.wall_s
+
+    @property
+    def memory_ratio(self) -> float:
+        return self.timing.peak_rss_bytes / self.floor.peak_rss_bytes
 
     def as_dict(self) -> dict[str, object]:
         built = asdict(self.built)
@@ -270,6 +326,9 @@ class Result:
             "target_gpu_ops": self.target_ops,
             **built,
             **asdict(self.timing),
+            "floor": asdict(self.floor),
+            "time_vs_floor": self.time_ratio,
+            "memory_vs_floor": self.memory_ratio,
             "s_per_million_gpu_ops": self.timing.wall_s / self.built.gpu_ops * 1e6,
             "mib_per_million_gpu_ops": self.timing.peak_rss_bytes
             / 2**20
@@ -278,15 +337,16 @@ class Result:
         }
 
 
-def markdown(source: Source, results: list[Result], info: dict[str, object]) -> str:
+def markdown(source: Source, results: list[Result], info: dict[str, object], nest: int = 0) -> str:
+    nested = f", then {nest:,} nested NVTX ranges added over the whole span" if nest else ""
     lines = [
         f"Source: `{source.path.name}` ({source.gpu_ops:,} GPU ops, "
         f"{source.counts.get(OSRT, 0):,} OSRT rows, span {source.span_ns / 1e9:.2f} s), "
-        "replicated whole.",
+        f"replicated whole{nested}.",
         "",
         "| GPU ops | copies | OSRT rows | all event rows | file | build | analyze wall "
-        "| peak RSS | s / M ops | MiB / M ops |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| peak RSS | floor wall | floor RSS | time / floor | memory / floor |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         b, t = r.built, r.timing
@@ -296,8 +356,9 @@ def markdown(source: Source, results: list[Result], info: dict[str, object]) -> 
         lines.append(
             f"| {b.gpu_ops:,} | {b.copies} | {osrt} | {sum(b.rows.values()):,} "
             f"| {b.size_bytes / 2**30:.2f} GiB | {b.build_s:.1f} s | {t.wall_s:.1f} s "
-            f"| {t.peak_rss_bytes / 2**20:,.0f} MiB | {t.wall_s / b.gpu_ops * 1e6:.2f} "
-            f"| {t.peak_rss_bytes / 2**20 / b.gpu_ops * 1e6:,.0f} |"
+            f"| {t.peak_rss_bytes / 2**20:,.0f} MiB | {r.floor.wall_s:.1f} s "
+            f"| {r.floor.peak_rss_bytes / 2**20:,.0f} MiB | {r.time_ratio:.2f} "
+            f"| {r.memory_ratio:.2f} |"
         )
     lines.append("")
     thinned = [r for r in results if r.built.osrt_keep_every > 1]
@@ -314,7 +375,8 @@ def markdown(source: Source, results: list[Result], info: dict[str, object]) -> 
         f"Machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, "
         f"{info['os']}, Python {info['python']}; nsysprobe {info['nsysprobe_commit']}; "
         f"{info['date']}. Wall time and peak RSS of `nsysprobe analyze PATH --format json` "
-        "in a fresh process."
+        "in a fresh process; the floor is `benchmarks/floor.py PATH` (a plain sqlite3 + numpy "
+        "read of the same integer columns and the GPU busy union), run just before it."
     )
     return "\n".join(lines) + "\n"
 
@@ -355,6 +417,13 @@ def parse_sizes(text: str) -> list[int]:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to build the exports [default: a temporary folder].",
 )
+@click.option(
+    "--nest",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Add this many NVTX ranges nested in one another over the whole export.",
+)
 @click.option("--keep", is_flag=True, help="Keep the built exports.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 def main(
@@ -363,6 +432,7 @@ def main(
     osrt_factor: float,
     osrt_factor_from: float | None,
     workdir: Path | None,
+    nest: int,
     keep: bool,
     as_json: bool,
 ) -> None:
@@ -386,11 +456,16 @@ def main(
             dest = folder / f"scale_{target:.0e}.sqlite".replace("+", "")
             click.echo(f"building {dest.name} ...", err=True)
             built = build(src, dest, target, thin)
+            if nest:
+                added = nest_ranges(dest, nest)
+                built.rows["NVTX_EVENTS"] = built.rows.get("NVTX_EVENTS", 0) + added
+                built = replace(built, size_bytes=dest.stat().st_size)
             click.echo(
                 f"  {built.gpu_ops:,} GPU ops, {sum(built.rows.values()):,} event rows, "
                 f"{built.size_bytes / 2**30:.2f} GiB in {built.build_s:.1f} s; analyzing ...",
                 err=True,
             )
+            floor = time_floor(dest, folder / (dest.stem + ".floor.json"))
             timing = time_analyze(dest, folder / (dest.stem + ".json"))
             if timing.reported_gpu_ops != built.gpu_ops:
                 raise click.ClickException(
@@ -400,10 +475,14 @@ def main(
             click.echo(
                 f"  {timing.wall_s:.1f} s, peak {timing.peak_rss_bytes / 2**20:,.0f} MiB", err=True
             )
-            results.append(Result(target, built, timing))
+            click.echo(
+                f"  floor {floor.wall_s:.1f} s, {floor.peak_rss_bytes / 2**20:,.0f} MiB", err=True
+            )
+            results.append(Result(target, built, timing, floor))
             if not keep:
                 dest.unlink()
                 (folder / (dest.stem + ".json")).unlink()
+                (folder / (dest.stem + ".floor.json")).unlink()
     finally:
         if not keep and not workdir:
             shutil.rmtree(folder, ignore_errors=True)
@@ -419,11 +498,12 @@ def main(
             "machine": info,
             "osrt_factor": osrt_factor,
             "osrt_factor_from_gpu_ops": osrt_factor_from,
+            "nested_ranges": nest,
             "results": [r.as_dict() for r in results],
         }
         click.echo(json.dumps(payload, indent=2))
     else:
-        click.echo(markdown(src, results, info), nl=False)
+        click.echo(markdown(src, results, info, nest), nl=False)
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ from nsysprobe.analyses.communication import (
     nccl_issued,
     summarize,
 )
-from nsysprobe.analyses.events import Events, api_name, range_pattern
+from nsysprobe.analyses.events import Events, api_name
 from nsysprobe.analyses.gaps import LAUNCH_APIS, OS_WAITS, SLOW_LAUNCH_NS, SYNC_APIS
 from nsysprobe.analyses.steps import StepRanges, find_steps
 from nsysprobe.errors import InputError
@@ -260,19 +260,20 @@ def analyze_account(
     issued = nccl_issued(events.runtime, events.nvtx, events.trace.nvtx_domains)
     accounts: list[Account] = []
     for pid in pids:
-        own = events if len(pids) == 1 else events.for_process(pid)
         try:
             if len(pids) == 1 and steps is not _FIND:
                 found = steps
             else:
-                found = find_steps(own, step_range)
+                found = find_steps(events, step_range, pid=None if len(pids) == 1 else pid)
         except InputError:
             if len(pids) == 1:
                 raise
             found = None  # --step-range names another process's steps
+        # Each account takes the process's own rows from the whole report's events: no copy
+        # of them per process.
         for p, dev in pairs:
             if p == pid:
-                work = _ProcessDevice(own, pid, dev, found, loaders, issued.get(pid))
+                work = _ProcessDevice(events, pid, dev, found, loaders, issued.get(pid))
                 accounts.append(work.account())
     if not accounts:
         return AccountResult(accounts=(), primary=0)
@@ -475,27 +476,38 @@ class _ProcessDevice:
         parts_s = np.concatenate([seg_s, idle["start"]])
         parts_e = np.concatenate([seg_e, idle["end"]])
         parts_b = np.concatenate([seg_k, idle["cause"] + len(busy_names)])
-        parts_d = np.concatenate([np.full(seg_s.size, "", dtype=object), idle["detail"]])
+        # Details as codes into their distinct texts (-1: none): an OS-runtime-heavy thread
+        # splits the idle time into millions of pieces, few names.
+        d_codes, d_texts = pd.factorize(np.asarray(idle.pop("detail"), dtype=object))
+        for empty in np.flatnonzero(d_texts == ""):
+            d_codes[d_codes == empty] = -1
+        parts_d = np.concatenate([np.full(seg_s.size, -1, dtype=np.int64), d_codes])
+        del d_codes
         order = np.argsort(parts_s, kind="stable")
         parts_s, parts_e, parts_b, parts_d = (
             a[order] for a in (parts_s, parts_e, parts_b, parts_d)
         )
+        del order
         # Cut at every window edge, then keep the pieces inside a window.
         p_s, p_e, origin, w = iv.split_by(parts_s, parts_e, (self.win_s, self.win_e))
+        del parts_s, parts_e
         inside = w >= 0
         p_s, p_e, w, origin = p_s[inside], p_e[inside], w[inside], origin[inside]
         dur = p_e - p_s
+        del p_s, p_e, inside
         bucket = parts_b[origin]
         n_w, n_b = self.win_s.size, len(labels)
         table = np.bincount(w * n_b + bucket, weights=dur, minlength=n_w * n_b)
         table = table.reshape(n_w, n_b).astype(np.int64)
         wall = self.win_e - self.win_s
-        details = pd.DataFrame({"b": bucket, "d": parts_d[origin], "ns": dur})
-        return self._result(labels, len(busy_names), table, wall, details, layers, busy_names, idle)
+        by_detail = _detail_sums(bucket, parts_d[origin], dur, d_texts)
+        del bucket, origin, dur, w
+        return self._result(
+            labels, len(busy_names), table, wall, by_detail, layers, busy_names, idle
+        )
 
-    def _result(self, labels, n_busy, table, wall, details, layers, busy_names, idle) -> Account:
+    def _result(self, labels, n_busy, table, wall, by_detail, layers, busy_names, idle) -> Account:
         total_wall = int(wall.sum())
-        by_detail = details[details["d"] != ""].groupby(["b", "d"])["ns"].sum()
         buckets = []
         for b, name in enumerate(labels):
             total = int(table[:, b].sum())
@@ -653,9 +665,14 @@ class _ProcessDevice:
 
         def emit(s, e, c, d, k):
             keep = e > s
-            c = np.broadcast_to(np.asarray(c, dtype=np.int64), s.shape)
-            d = np.broadcast_to(np.asarray(d, dtype=object), s.shape)
-            out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
+            c = np.asarray(c, dtype=np.int64)
+            c = c if c.shape == s.shape else np.full(s.shape, c, dtype=np.int64)
+            if np.ndim(d) == 0:
+                d = np.full(s.shape, d, dtype=object)
+            if keep.all():  # pieces of millions: no copy when none is empty
+                out.append((s, e, c, d, k))
+            else:
+                out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
 
         # Work issued before the idle began: the GPU started it late, no CPU cause.
         queued = known & (call_start < idle_s)
@@ -722,11 +739,15 @@ class _ProcessDevice:
             c[rb] = drain_cause[g][rb]
             detail[rb] = drain_detail[g][rb]
             emit(p_s, p_e, c, detail, g)
+            del p_s, p_e, p_idx, state, detail, g, c, own, wait, in_api, rb
         parts = list(zip(*out)) if out else [[], [], [], [], []]
+        out.clear()
         cat_of = (np.int64, np.int64, np.int64, object, np.int64)
         start, end, cause_idx, detail, interval = (
-            np.concatenate(p) if len(p) else np.empty(0, dtype=t) for p, t in zip(parts, cat_of)
+            (p[0] if len(p) == 1 else np.concatenate(p)) if len(p) else np.empty(0, dtype=t)
+            for p, t in zip(parts, cat_of)
         )
+        del parts
         start, end, cause_idx, detail, interval = self._overhead_first(
             start, end, cause_idx, detail, interval
         )
@@ -770,8 +791,10 @@ class _ProcessDevice:
         """Relabel the idle pieces under nsys's own overhead in the process (any thread):
         it wins over every other cause. Pieces come back in time order, with the idle
         interval ``k`` of each."""
-        order = np.argsort(s, kind="stable")
-        s, e, c, d, k = s[order], e[order], c[order], d[order], k[order]
+        if s.size > 1 and not (s[1:] >= s[:-1]).all():
+            order = np.argsort(s, kind="stable")
+            s, e, c, d, k = s[order], e[order], c[order], d[order], k[order]
+            del order
         ovh = self.ev.overhead
         ovh = ovh[pid_of(ovh["globalTid"]) == self.pid]
         u = iv.union(ovh["start"], ovh["end"])
@@ -856,13 +879,16 @@ class _ProcessDevice:
         idx = np.flatnonzero(keep)
         s, e = s[keep], e[keep]
         ev = self.ev
-        rt = self.runtime[self.runtime["globalTid"].to_numpy() == thread]
-        os_ = ev.osrt[ev.osrt["globalTid"].to_numpy() == thread].sort_values("start")
-        nv = ev.nvtx[ev.nvtx["globalTid"].to_numpy() == thread]
+        # Only the calls and ranges that overlap an interval can hold one of its pieces (a
+        # range holding a point there overlaps it, and so does every range enclosing it).
+        rt = _overlapping(self.runtime, thread, (s, e))
+        os_ = _overlapping(ev.osrt, thread, (s, e)).sort_values("start")
+        nv = _overlapping(ev.nvtx, thread, (s, e))
         points = np.concatenate(
             [df[c].to_numpy() for df in (rt, os_, nv) for c in ("start", "end")]
         )
         p_s, p_e, origin = iv.split_at(s, e, points)
+        del points
         mid = p_s + (p_e - p_s) // 2
         state = np.full(p_s.size, _OWN, dtype=np.int64)
         detail = np.full(p_s.size, NO_RANGE, dtype=object)
@@ -875,19 +901,46 @@ class _ProcessDevice:
         j = iv.outermost_cover(os_["start"].to_numpy(), os_["end"].to_numpy(), mid)
         hit = free & (j >= 0)
         if hit.any():
-            ids = os_["nameId"].to_numpy()[j[hit]]
-            names = {i: ev.name_of(i) for i in np.unique(ids)}
-            text = pd.Series(ids).map(names).to_numpy(dtype=object)
-            state[hit] = np.where(pd.Series(text).isin(OS_WAITS), _OS_WAIT, _OS_CALL)
-            detail[hit] = text
+            # Millions of OS calls, a few names: each name is looked up once.
+            distinct, which = np.unique(os_["nameId"].to_numpy()[j[hit]], return_inverse=True)
+            names = np.array([ev.name_of(i) for i in distinct.tolist()], dtype=object)
+            waits = np.array([n in OS_WAITS for n in names], dtype=bool)
+            state[hit] = np.where(waits[which], _OS_WAIT, _OS_CALL)
+            detail[hit] = names[which]
+            del distinct, which
         free &= ~hit
+        del hit
         if free.any() and len(nv):
             j = iv.innermost_cover(nv["start"].to_numpy(), nv["end"].to_numpy(), mid[free])
-            names = nv["name"].to_numpy()[np.clip(j, 0, None)]
-            patterns = {x: range_pattern(str(x)) for x in pd.unique(names)}
-            named = pd.Series(names).map(patterns).to_numpy(dtype=object)
+            pattern = nv["pattern"].array
+            named = np.asarray(pattern.categories, dtype=object)[pattern.codes[np.clip(j, 0, None)]]
             detail[free] = np.where(j >= 0, named, NO_RANGE)
         return p_s, p_e, idx[origin], state, detail
+
+
+def _detail_sums(bucket, codes, ns, texts) -> pd.Series:
+    """ns summed per (bucket, detail) over the pieces that have a detail (code >= 0), as a
+    Series indexed by (bucket, detail text) in sorted order, as ``groupby`` gives it."""
+    has = codes >= 0
+    if not has.any():
+        return pd.Series(
+            [], dtype=np.int64, index=pd.MultiIndex.from_arrays([[], []], names=["b", "d"])
+        )
+    n_d = len(texts)
+    key = bucket[has] * n_d + codes[has]
+    sums = np.bincount(key, weights=ns[has])
+    present = np.flatnonzero(np.bincount(key))
+    b, d = present // n_d, present % n_d
+    names = np.asarray(texts, dtype=object)[d]
+    order = np.lexsort((names.astype(str), b))
+    index = pd.MultiIndex.from_arrays([b[order], names[order]], names=["b", "d"])
+    return pd.Series(sums[present][order].astype(np.int64), index=index, name="ns")
+
+
+def _overlapping(df: pd.DataFrame, thread: int, by: iv.Intervals) -> pd.DataFrame:
+    """The rows of ``thread`` in ``df`` that overlap one of ``by`` (disjoint, sorted)."""
+    mine = df[df["globalTid"].to_numpy() == thread]
+    return mine[iv.overlaps_any(mine["start"].to_numpy(), mine["end"].to_numpy(), by)]
 
 
 def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail):
@@ -911,7 +964,8 @@ def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail
     budget = budget[ch]
     whole = before + dur <= budget
     part = ~whole & (before < budget)
-    c, d = c.copy(), d.copy()
+    del cum, starts, group_base
+    # c and d are the caller's to give: relabeled in place.
     c[idx[whole]] = drain_cause[ep[whole]]
     d[idx[whole]] = drain_detail[ep[whole]]
     if part.any():

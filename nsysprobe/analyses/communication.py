@@ -94,16 +94,19 @@ def nccl_issued(
     nccl_domain = [(p << 32) | d for (p, d), name in domains.items() if name == NCCL_DOMAIN]
     in_domain = np.zeros(len(nvtx), dtype=bool)
     if nccl_domain:
-        keys = (pid_of(nvtx["globalTid"].to_numpy()) << 32) | (
-            nvtx["domainId"].to_numpy() & 0xFFFFFFFF
-        )
-        in_domain = np.isin(keys, np.array(nccl_domain, dtype=np.int64))
-    codes, distinct = pd.factorize(nvtx["name"].to_numpy())
-    named = np.array([bool(_RANGE.match(str(n))) for n in distinct], dtype=bool)
-    named = named[codes] if codes.size else np.zeros(0, dtype=bool)
+        domain = nvtx["domainId"].to_numpy()
+        # Domain ids first (a cheap test), then the process of the rows that pass it.
+        maybe = np.flatnonzero(np.isin(domain, [k & 0xFFFFFFFF for k in nccl_domain]))
+        keys = (pid_of(nvtx["globalTid"].to_numpy()[maybe]) << 32) | (domain[maybe] & 0xFFFFFFFF)
+        in_domain[maybe] = np.isin(keys, np.array(nccl_domain, dtype=np.int64))
+    # ``_RANGE`` and the collectives' names hold no digits: a range's pattern says as much.
+    pattern = nvtx["pattern"].array
+    named = np.array([bool(_RANGE.match(str(n))) for n in pattern.categories], dtype=bool)
+    named = named[pattern.codes] if pattern.codes.size else np.zeros(0, dtype=bool)
     ranges = nvtx[in_domain | named]
     if not len(ranges):
         return {}
+    said = np.array([collective_of(str(c)) for c in pattern.categories], dtype=object)
     calls = runtime[np.isin(runtime["globalTid"].to_numpy(), ranges["globalTid"].unique())]
     found: dict[int, list[pd.DataFrame]] = {}
     for tid, own in ranges.groupby("globalTid", sort=False):
@@ -112,12 +115,12 @@ def nccl_issued(
         holder = iv.innermost_cover(own["start"].to_numpy(), own["end"].to_numpy(), at)
         inside = holder >= 0
         if inside.any():
-            names = own["name"].astype(str).to_numpy()[holder[inside]]
+            codes = own["pattern"].array.codes[holder[inside]]
             found.setdefault(int(pid_of(np.array([tid]))[0]), []).append(
                 pd.DataFrame(
                     {
                         "correlationId": mine["correlationId"].to_numpy()[inside],
-                        "collective": [collective_of(n) for n in names],
+                        "collective": said[codes],
                     }
                 )
             )

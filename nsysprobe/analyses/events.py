@@ -14,21 +14,15 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.trace.reader import Trace, pid_of
+from nsysprobe.trace.reader import Trace, pid_of, range_pattern  # noqa: F401 (re-exported)
 
 # ``cudaLaunchKernel_v7000``, ``cudaMemcpyAsync_ptsz_v7000`` (per-thread default stream).
 _API_VERSION = re.compile(r"(?:_pt(?:sz|ds))?(?:_v\d+)?$")
-_DIGITS = re.compile(r"\d+")
 
 
 def api_name(raw: str) -> str:
     """``cudaMemcpyAsync_v3020`` and ``cudaMemcpyAsync_ptsz_v7000`` -> ``cudaMemcpyAsync``."""
     return _API_VERSION.sub("", raw)
-
-
-def range_pattern(name: str) -> str:
-    """An NVTX name with its numbers replaced, so ``Batch 12`` and ``Batch 13`` group."""
-    return _DIGITS.sub("#", name)
 
 
 @dataclass
@@ -172,6 +166,14 @@ class Events:
         ).drop_duplicates(["pid", "corr"])
         wanted = pd.DataFrame({"pid": np.asarray(pids), "corr": np.asarray(corrs)})
         return wanted.merge(calls, on=["pid", "corr"], how="left")[["tid", "nameId"]]
+
+    def nvtx_names(self, rows) -> list[str]:
+        """The names of NVTX ranges by their ``row`` (the frame holds only their patterns)."""
+        return self.trace.nvtx_names(rows)
+
+    def nvtx_details(self, rows) -> list[tuple[str, int]]:
+        """(name, ARGB color or -1) of NVTX ranges by their ``row``."""
+        return self.trace.nvtx_details(rows)
 
     def name_of(self, string_id: int) -> str:
         return self.trace.strings.get(int(string_id), "<unknown>")

@@ -38,10 +38,12 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, api_name, range_pattern
+from nsysprobe.analyses.events import Events, api_name
 from nsysprobe.trace.reader import pid_of
 
 DEFAULT_MIN_GAP_NS = 1_000_000
+# (NVTX range, gap) pairs attributed at once: bounds memory when 1e5 ranges nest over a gap.
+PAIRS_PER_CHUNK = 1 << 21
 LONGEST_GAPS_LISTED = 20
 NO_RANGE = "(no NVTX range)"
 SLOW_LAUNCH_NS = 1_000_000
@@ -209,16 +211,20 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
             continue
         threads = _waited_on_threads(events, dev, g_e)
         states = np.empty(g_s.size, dtype=object)
-        innermost = pd.Series([None] * g_s.size, dtype=object)
+        inner_row = np.full(g_s.size, -1, dtype=np.int64)
+        inner_pattern = np.full(g_s.size, NO_RANGE, dtype=object)
         for thread in pd.unique(threads):
             sel = np.flatnonzero(threads == thread)
-            st, inn = _attribute(events, None if thread < 0 else int(thread), g_s[sel], g_e[sel])
+            st, row, pattern = _attribute(
+                events, None if thread < 0 else int(thread), g_s[sel], g_e[sel]
+            )
             states[sel] = st
-            innermost.iloc[sel] = inn.to_numpy()
+            inner_row[sel] = row
+            inner_pattern[sel] = pattern
         dur = g_e - g_s
         for label, ns in pd.Series(dur).groupby(states).sum().items():
             state_ns[label] = state_ns.get(label, 0) + int(ns)
-        ranges = innermost.map(range_pattern, na_action="ignore").fillna(NO_RANGE)
+        ranges = pd.Series(inner_pattern)
         for label, ns in pd.Series(dur).groupby(ranges.to_numpy()).sum().items():
             range_ns[label] = range_ns.get(label, 0) + int(ns)
         causes = pd.DataFrame({"state": states, "range": ranges.to_numpy(), "ns": dur})
@@ -227,9 +233,12 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
             cause_ns[key] = cause_ns.get(key, 0) + int(ns)
         longest = np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED]
         pids = events.device_pids.get(dev, set())
-        nvtx = _OverlapIndex(events, events.nvtx, pids, "name")
-        osrt = _OverlapIndex(events, events.osrt, pids, "nameId")
-        api = _OverlapIndex(events, events.runtime, pids, "nameId")
+        nvtx = _OverlapIndex(events.nvtx, pids, "row", events.nvtx_names, events)
+        osrt = _OverlapIndex(events.osrt, pids, "nameId", _names_of(events, api_name), events)
+        api = _OverlapIndex(events.runtime, pids, "nameId", _names_of(events, api_name), events)
+        held = inner_row[longest]
+        held = held[held >= 0]
+        inner_names = dict(zip(held.tolist(), events.nvtx_names(held)))
         for k in longest:
             detailed.append(
                 Gap(
@@ -238,7 +247,7 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
                     end_ns=int(g_e[k]),
                     duration_ns=int(dur[k]),
                     state=str(states[k]),
-                    innermost_range=None if pd.isna(innermost[k]) else str(innermost[k]),
+                    innermost_range=inner_names.get(int(inner_row[k])),
                     nvtx=nvtx.overlaps(g_s[k], g_e[k]),
                     osrt=osrt.overlaps(g_s[k], g_e[k]),
                     cuda_api=api.overlaps(g_s[k], g_e[k]),
@@ -310,8 +319,9 @@ def _on_thread(df: pd.DataFrame, thread: int | None) -> pd.DataFrame:
 
 def _attribute(
     events: Events, thread: int | None, g_s: np.ndarray, g_e: np.ndarray
-) -> tuple[np.ndarray, pd.Series]:
-    """Per gap: the training thread's dominant state and its innermost NVTX range."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per gap: the training thread's dominant state, and its innermost NVTX range's ``row``
+    (-1 for none) and pattern (``NO_RANGE`` for none)."""
     n = g_s.size
     covered_parts: list[iv.Intervals] = []
     per_state = {}
@@ -320,11 +330,12 @@ def _attribute(
     api_cat = _categorize(api["nameId"], lambda i: api_category(api_name(events.name_of(i))))
     # A launch that takes this long is lazy module loading or JIT, not launch overhead.
     slow = (api["end"] - api["start"]).to_numpy() > SLOW_LAUNCH_NS
-    api_cat = api_cat.where(~(slow & (api_cat.to_numpy() == "cuda_launch")), "cuda_other")
+    launch = STATES.index("cuda_launch")
+    api_cat[slow & (api_cat == launch)] = STATES.index("cuda_other")
     os_cat = _categorize(osrt["nameId"], lambda i: osrt_category(events.name_of(i)))
-    for state in STATES[:-1]:
+    for code, state in enumerate(STATES[:-1]):
         src, cats = (api, api_cat) if state.startswith("cuda") else (osrt, os_cat)
-        rows = src[cats.to_numpy() == state] if len(src) else src
+        rows = src[cats == code] if len(src) else src
         u = iv.union(rows["start"], rows["end"])
         covered_parts.append(u)
         per_state[state] = _per_gap(u, g_s, g_e, n)
@@ -335,28 +346,58 @@ def _attribute(
     matrix = np.vstack([per_state[s] for s in STATES])
     states = np.array(STATES)[np.argmax(matrix, axis=0)]
 
-    innermost = pd.Series([None] * n, dtype=object)
+    inner_row = np.full(n, -1, dtype=np.int64)
+    inner_pattern = np.full(n, NO_RANGE, dtype=object)
     ranges = _on_thread(events.nvtx, thread)
     if len(ranges):
-        r_idx, g_idx, ov = iv.overlap_pairs(ranges["start"], ranges["end"], g_s, g_e)
-        if r_idx.size:
-            dur = (ranges["end"].to_numpy() - ranges["start"].to_numpy())[r_idx]
-            pairs = pd.DataFrame({"g": g_idx, "ov": ov, "dur": dur, "r": r_idx})
-            # The innermost range open for most of the gap; when no range covers half of it,
-            # the one covering the most.
-            half = pairs["ov"].to_numpy() * 2 >= (g_e - g_s)[g_idx]
-            pairs["not_half"] = ~half
-            pairs["key"] = np.where(half, pairs["dur"].to_numpy(), -pairs["ov"].to_numpy())
-            best = pairs.sort_values(["g", "not_half", "key"], kind="stable")
-            best = best.drop_duplicates("g")
-            names = ranges["name"].to_numpy()
-            innermost.iloc[best["g"].to_numpy()] = names[best["r"].to_numpy()]
-    return states, innermost
+        r_s, r_e = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+        pattern = ranges["pattern"].array
+        shown = np.asarray(pattern.categories, dtype=object)
+        for lo, hi in _pair_chunks(r_s, r_e, g_s, g_e):
+            r, g = _innermost_holders(r_s, r_e, g_s[lo:hi], g_e[lo:hi])
+            inner_row[lo + g] = ranges["row"].to_numpy()[r]
+            inner_pattern[lo + g] = shown[pattern.codes[r]]
+    return states, inner_row, inner_pattern
 
 
-def _categorize(name_ids: pd.Series, category_of) -> pd.Series:
-    """Map name ids to categories, calling ``category_of`` once per distinct id."""
-    return name_ids.map({i: category_of(i) for i in name_ids.unique()})
+def _pair_chunks(r_s, r_e, g_s, g_e):
+    """Runs of consecutive gaps [lo, hi) over which at most about ``PAIRS_PER_CHUNK`` (range,
+    gap) pairs overlap, so memory stays bounded however deeply the ranges nest (a gap alone
+    may exceed it)."""
+    budget = PAIRS_PER_CHUNK
+    # Ranges overlapping [s, e): started before e, less those ended by s.
+    per_gap = np.searchsorted(np.sort(r_s), g_e, side="left") - np.searchsorted(
+        np.sort(r_e), g_s, side="right"
+    )
+    reach = np.cumsum(np.maximum(per_gap, 1))
+    lo = 0
+    while lo < g_s.size:
+        before = reach[lo - 1] if lo else 0
+        hi = max(int(np.searchsorted(reach, before + budget, side="right")), lo + 1)
+        yield lo, hi
+        lo = hi
+
+
+def _innermost_holders(r_s, r_e, g_s, g_e) -> tuple[np.ndarray, np.ndarray]:
+    """(range index, gap index) of each gap's innermost range open for at least half of it;
+    when none covers half, the range covering the most of it."""
+    r_idx, g_idx, ov = iv.overlap_pairs(r_s, r_e, g_s, g_e)
+    if not r_idx.size:
+        return r_idx, g_idx
+    pairs = pd.DataFrame({"g": g_idx, "ov": ov, "dur": (r_e - r_s)[r_idx], "r": r_idx})
+    half = ov * 2 >= (g_e - g_s)[g_idx]
+    pairs["not_half"] = ~half
+    pairs["key"] = np.where(half, pairs["dur"].to_numpy(), -ov)
+    best = pairs.sort_values(["g", "not_half", "key"], kind="stable").drop_duplicates("g")
+    return best["r"].to_numpy(), best["g"].to_numpy()
+
+
+def _categorize(name_ids: pd.Series, category_of) -> np.ndarray:
+    """Each row's category (its index in ``STATES``), ``category_of`` called once per
+    distinct name id."""
+    distinct, which = np.unique(name_ids.to_numpy(), return_inverse=True)
+    codes = np.array([STATES.index(category_of(i)) for i in distinct.tolist()], dtype=np.int64)
+    return codes[which] if codes.size else np.zeros(0, dtype=np.int64)
 
 
 def _per_gap(u: iv.Intervals, g_s: np.ndarray, g_e: np.ndarray, n: int) -> np.ndarray:
@@ -364,19 +405,32 @@ def _per_gap(u: iv.Intervals, g_s: np.ndarray, g_e: np.ndarray, n: int) -> np.nd
     return np.bincount(g_idx, weights=ov, minlength=n).astype(np.int64)
 
 
+def _names_of(events: Events, shown):
+    """Names of string ids, as ``shown`` writes them (once per distinct id: a long gap may
+    hold a million calls)."""
+
+    def names(ids: np.ndarray) -> np.ndarray:
+        distinct, which = np.unique(ids, return_inverse=True)
+        text = np.array([shown(events.name_of(i)) for i in distinct.tolist()], dtype=object)
+        return text[which.ravel()] if text.size else np.empty(0, dtype=object)
+
+    return names
+
+
 class _OverlapIndex:
     """One table's calls in the device's processes, sorted by start, so each of the longest
-    gaps scans only the calls that can reach it."""
+    gaps scans only the calls that can reach it. ``names`` gives the names of the values of
+    ``key`` (string ids, NVTX rows)."""
 
-    def __init__(self, events: Events, df: pd.DataFrame, pids: set[int], name_col: str):
+    def __init__(self, df: pd.DataFrame, pids: set[int], key: str, names, events: Events):
         mine = df[np.isin(pid_of(df["globalTid"]), list(pids))] if pids and len(df) else df
         mine = mine.sort_values("start", kind="stable")
         self.events = events
+        self.names = names
         self.start = mine["start"].to_numpy()
         self.end = mine["end"].to_numpy()
         self.tid = mine["globalTid"].to_numpy()
-        self.name = mine[name_col].to_numpy()
-        self.by_id = name_col == "nameId"
+        self.key = mine[key].to_numpy()
         self.longest = int((self.end - self.start).max()) if len(mine) else 0
 
     def overlaps(self, start: int, end: int) -> tuple[Overlap, ...]:
@@ -387,9 +441,7 @@ class _OverlapIndex:
         if not hit.size:
             return ()
         ov = np.minimum(e[hit], end) - np.maximum(s[hit], start)
-        names = self.name[lo:hi][hit]
-        if self.by_id:
-            names = [api_name(self.events.name_of(i)) for i in names]
+        names = self.names(self.key[lo:hi][hit])
         table = pd.DataFrame({"name": names, "tid": self.tid[lo:hi][hit], "ov": ov})
         grouped = table.groupby(["name", "tid"], sort=False)["ov"].sum()
         return tuple(

@@ -43,9 +43,14 @@ class Finding:
 def analyze_health(events: Events) -> tuple[Finding, ...]:
     trace = events.trace
     requested = trace.requested_traces
-    counts = trace.nvtx_counts()
-    ranges = sum(counts.get(t, 0) for t in NVTX_RANGE_TYPES)
-    domain_rows = counts.get(NVTX_DOMAIN_CREATE, 0) + counts.get(NVTX_DOMAIN_DESTROY, 0)
+    # Every range row was read (or dropped as damaged): the table is counted again only when
+    # it holds none, to tell "no ranges" from "no NVTX".
+    ranges = len(events.nvtx) + events.dropped.get("nvtx", 0)
+    domain_rows = 0
+    if not ranges:
+        counts = trace.nvtx_counts()
+        ranges = sum(counts.get(t, 0) for t in NVTX_RANGE_TYPES)
+        domain_rows = counts.get(NVTX_DOMAIN_CREATE, 0) + counts.get(NVTX_DOMAIN_DESTROY, 0)
     osrt_rows = len(events.osrt)
     found: list[Finding] = []
 

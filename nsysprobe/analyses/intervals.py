@@ -168,11 +168,14 @@ def split_at(starts: np.ndarray, ends: np.ndarray, points) -> tuple[np.ndarray, 
     came from.
     """
     n = starts.size
-    pts = sorted_unique(np.asarray(points, dtype=np.int64))
+    pts = np.asarray(points, dtype=np.int64)
+    # Keep the points inside a segment first: often few of millions.
     idx = np.searchsorted(starts, pts, side="right") - 1
     safe = np.clip(idx, 0, None)
     inside = (idx >= 0) & (pts > starts[safe]) & (pts < ends[safe]) if n else idx < -1
-    pts, idx = pts[inside], idx[inside]
+    del safe
+    pts = sorted_unique(pts[inside])
+    idx = np.searchsorted(starts, pts, side="right") - 1
     piece_s = np.concatenate([starts, pts])
     origin = np.concatenate([np.arange(n), idx])
     order = np.argsort(piece_s, kind="stable")

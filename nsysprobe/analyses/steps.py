@@ -31,6 +31,7 @@ import pandas as pd
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, range_pattern
 from nsysprobe.errors import InputError
+from nsysprobe.trace.reader import pid_of
 
 ROWS_LISTED = 10_000
 # Steps follow one another: together they cover most of the time from the first to the last.
@@ -104,13 +105,18 @@ class StepRanges:
 
     pattern: str
     thread: int  # globalTid
-    ranges: pd.DataFrame  # start, end, name, ... sorted by start
-    all_ranges: pd.DataFrame  # every NVTX range of the events, with its ``pattern``
+    ranges: pd.DataFrame  # start, end, name, pattern, ... sorted by start
+    all_ranges: pd.DataFrame  # every NVTX range of the events (``Events.nvtx``)
 
 
-def find_steps(events: Events, step_range: str | None = None) -> StepRanges | None:
-    """The step ranges (see the module docstring), or None when no top-level range repeats."""
+def find_steps(
+    events: Events, step_range: str | None = None, *, pid: int | None = None
+) -> StepRanges | None:
+    """The step ranges (see the module docstring), or None when no top-level range repeats.
+    ``pid``: look only at that process's ranges (one rank in a report holding several)."""
     ranges = events.nvtx
+    if pid is not None:
+        ranges = ranges[pid_of(ranges["globalTid"].to_numpy()) == pid]
     if not len(ranges):
         if step_range:
             raise InputError(
@@ -118,7 +124,6 @@ def find_steps(events: Events, step_range: str | None = None) -> StepRanges | No
                 f"--trace=nvtx and annotate each step"
             )
         return None
-    ranges = ranges.assign(pattern=ranges["name"].map(range_pattern))
     tops = ranges[top_level(ranges, "globalTid")]
     chosen = _choose_pattern(tops, step_range)
     if not step_range and (chosen is None or not _is_step_word(chosen)):
@@ -135,6 +140,7 @@ def find_steps(events: Events, step_range: str | None = None) -> StepRanges | No
     steps = tops[tops["pattern"] == chosen]
     thread = int(steps["globalTid"].value_counts().index[0])
     steps = steps[steps["globalTid"] == thread].sort_values("start").reset_index(drop=True)
+    steps["name"] = events.nvtx_names(steps["row"])
     return StepRanges(pattern=chosen, thread=thread, ranges=steps, all_ranges=ranges)
 
 
@@ -205,18 +211,20 @@ def _is_step_word(pattern: str) -> bool:
 
 def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
     if step_range:
+        # A range named ``step_range`` (or its pattern) has one of these patterns.
         wanted = {step_range, range_pattern(step_range)}
-        hits = tops[tops["pattern"].isin(wanted) | tops["name"].isin(wanted)]
+        hits = tops[tops["pattern"].isin(wanted)]
         if not len(hits):
             known = ", ".join(sorted(tops["pattern"].unique())[:8])
             raise InputError(
                 f"--step-range {step_range!r}: no top-level NVTX range has that name; "
                 f"top-level ranges here: {known or 'none'}"
             )
-        return str(hits["pattern"].value_counts().index[0])
-    candidates = tops[~tops["name"].str.contains(_OP_RANGE, regex=True)]
+        return str(hits["pattern"].astype(object).value_counts().index[0])
+    # ``_OP_RANGE`` has no digits: a pattern matches it when its names do.
+    candidates = tops[~_matches(tops["pattern"], _OP_RANGE)]
     candidates = candidates.assign(dur=candidates["end"] - candidates["start"])
-    grouped = candidates.groupby(["pattern", "globalTid"])
+    grouped = candidates.groupby(["pattern", "globalTid"], observed=True)
     table = grouped.agg(
         count=("dur", "size"), total=("dur", "sum"), first=("start", "min"), last=("end", "max")
     ).reset_index()
@@ -229,6 +237,14 @@ def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
     table["numbered"] = table["pattern"].str.contains("#", regex=False)
     table = table.sort_values(["step_word", "training", "numbered", "total"], ascending=False)
     return str(table["pattern"].iat[0])
+
+
+def _matches(patterns: pd.Series, regex: str) -> np.ndarray:
+    """Which of a categorical's values ``regex`` finds, testing each category once."""
+    categories = patterns.cat.categories
+    hit = np.array([bool(re.search(regex, str(c))) for c in categories], dtype=bool)
+    codes = patterns.cat.codes.to_numpy()
+    return hit[codes] if categories.size else np.zeros(len(patterns), dtype=bool)
 
 
 def _children(ranges: pd.DataFrame, steps: pd.DataFrame) -> dict[int, dict[str, int]]:
@@ -247,7 +263,9 @@ def _children(ranges: pd.DataFrame, steps: pd.DataFrame) -> dict[int, dict[str, 
     if not len(inner):
         return {}
     direct = inner[top_level(inner, "step")]
-    grouped = direct.assign(dur=direct["end"] - direct["start"]).groupby(["step", "pattern"])
+    grouped = direct.assign(dur=direct["end"] - direct["start"]).groupby(
+        ["step", "pattern"], observed=True
+    )
     out: dict[int, dict[str, int]] = {}
     for (step, name), ns in grouped["dur"].sum().items():
         out.setdefault(int(step), {})[str(name)] = int(ns)

@@ -197,7 +197,7 @@ def _thread_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]
     lanes: list[Lane] = []
     for tid in order[:MAX_THREADS]:
         group = events.thread_label(tid)
-        lanes += _nvtx_lanes(nvtx[nvtx["globalTid"] == tid], group, w0, w1, tol, omitted)
+        lanes += _nvtx_lanes(events, nvtx[nvtx["globalTid"] == tid], group, w0, w1, tol, omitted)
         api = runtime[runtime["globalTid"] == tid]
         if len(api):
             names = [api_name(events.name_of(i)) for i in api["nameId"]]
@@ -211,7 +211,7 @@ def _thread_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]
     return lanes
 
 
-def _nvtx_lanes(df, group, w0, w1, tol, omitted) -> list[Lane]:
+def _nvtx_lanes(events, df, group, w0, w1, tol, omitted) -> list[Lane]:
     if not len(df):
         return []
     df = df.sort_values(["start", "end"], ascending=[True, False])
@@ -225,8 +225,9 @@ def _nvtx_lanes(df, group, w0, w1, tol, omitted) -> list[Lane]:
     for level in range(min(int(depth.max()) + 1, MAX_NVTX_DEPTH)):
         part = df[depth == level]
         title = "NVTX" if level == 0 else f"NVTX {level + 1}"
-        colors = [None if c < 0 else int(c) for c in part["color"]]
-        names = part["name"].tolist()
+        shown = events.nvtx_details(part["row"])
+        names = [name for name, _ in shown]
+        colors = [None if c < 0 else int(c) for _, c in shown]
         lanes.append(_lane(group, title, part, names, ["nvtx"] * len(part), colors, w0, w1, tol))
     return lanes
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
@@ -66,13 +67,19 @@ class TransfersResult:
     unmatched_count: int  # copies with no API call found (API not traced)
 
 
+def _labeled(codes: pd.Series, label) -> np.ndarray:
+    """The label of each row's code, ``label`` called once per distinct code."""
+    which, distinct = pd.factorize(codes.to_numpy())
+    return np.array([label(int(k)) for k in distinct], dtype=object)[which]
+
+
 def analyze_transfers(events: Events) -> TransfersResult:
     mc = events.memcpy
     mem_labels = events.trace.mem_kind_labels()
     copy_labels = events.trace.copy_kind_labels()
-    kind = mc["copyKind"].map(lambda k: copy_labels.get(int(k), f"kind {int(k)}"))
-    src = mc["srcKind"].map(lambda k: mem_labels.get(int(k), "Unknown"))
-    dst = mc["dstKind"].map(lambda k: mem_labels.get(int(k), "Unknown"))
+    kind = _labeled(mc["copyKind"], lambda k: copy_labels.get(k, f"kind {k}"))
+    src = _labeled(mc["srcKind"], lambda k: mem_labels.get(k, "Unknown"))
+    dst = _labeled(mc["dstKind"], lambda k: mem_labels.get(k, "Unknown"))
     table = pd.DataFrame(
         {
             "copy_kind": kind,
@@ -100,7 +107,8 @@ def analyze_transfers(events: Events) -> TransfersResult:
             )
             for (k, s, d), r in agg.iterrows()
         ]
-    synchronous = table["api"].map(_is_sync_api) | (
+    sync_api = {a: _is_sync_api(a) for a in table["api"].dropna().unique()}
+    synchronous = table["api"].map(sync_api).eq(True).to_numpy() | (
         (table["src_kind"] == "Pageable") & (table["copy_kind"] == "HtoD")
     )
     matched = table[table["api"].notna()]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -77,6 +78,15 @@ _CAPTURE_FLAGS = {
     "COLLECT_CUDA_TRACE": "cuda",
 }
 _CAPTURE_EVENT_TYPES = {"NvtxEvents": "nvtx", "Cuda": "cuda", "OSRuntime": "osrt"}
+
+
+# Runs of digits, as ``range_pattern`` masks them.
+_DIGITS = re.compile(r"\d+")
+
+
+def range_pattern(name: str) -> str:
+    """An NVTX name with its numbers replaced, so ``Batch 12`` and ``Batch 13`` group."""
+    return _DIGITS.sub("#", name)
 
 
 def pid_of(global_id: pd.Series | np.ndarray) -> np.ndarray:
@@ -141,7 +151,7 @@ class Trace:
             self._db = sqlite3.connect(self._uri, uri=True)
             self._db.text_factory = _lenient_text
             names = self._db.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             if _is_locked(exc):
@@ -150,7 +160,8 @@ class Trace:
                 f"{self.path}: cannot read it as SQLite ({exc}); re-export it with "
                 f"`nsys export --type sqlite`"
             ) from exc
-        self.tables: frozenset[str] = frozenset(n for (n,) in names)
+        self.tables: frozenset[str] = frozenset(n for n, _ in names)
+        self._views = frozenset(n for n, kind in names if kind == "view")
         if "StringIds" not in self.tables and not self.tables & _EVENT_TABLES:
             raise TraceError(
                 f"{self.path}: an SQLite file but not an Nsight Systems export (no StringIds "
@@ -220,45 +231,57 @@ class Trace:
         wanted: Iterable[str],
         aliases: dict[str, Iterable[str]] | None = None,
         where: str = "",
-    ) -> pd.DataFrame:
+        raw: dict[str, str] | None = None,
+        text: str | None = None,
+    ):
         """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64.
 
         Rows whose start or end is NULL, not an integer or out of range, or whose interval is
         reversed, are left out and counted in ``attrs['dropped']``; a NULL or a value that is
         not an integer in another column reads as -1, a column this version lacks as -1 too.
+
+        ``raw`` gives some of ``wanted`` as SQL expressions of integers (``rowid``). With
+        ``text`` (an SQL expression of text), the result is ``(frame, blocks)``: each block's
+        text values, digits masked, as (codes, distinct masked values), see ``_masked``.
         """
         cols = ["start", "end", *wanted]
+        raw = raw or {}
         if table not in self.tables:
             df = _empty(cols)
             df.attrs["dropped"] = 0
-            return df
-        sources = self._resolve(table, cols, aliases)
-        if sources[0] is None or sources[1] is None:
+            return (df, []) if text else df
+        named = [c for c in cols if c not in raw]
+        found = dict(zip(named, self._resolve(table, named, aliases)))
+        if found["start"] is None or found["end"] is None:
             raise TraceError(
                 f"{self.path}: table {table} has no start/end columns; this is not an "
                 f"Nsight Systems export nsysprobe can read: re-export the report with "
                 f"`nsys export --type sqlite`"
             )
-        valid = _valid_interval(sources[0], sources[1])
-        exprs = [_int_expr(src) for src in sources if src]
+        valid = _valid_interval(found["start"], found["end"])
+        exprs = {
+            c: raw[c] if c in raw else _int_expr(found[c]) for c in cols if c in raw or found[c]
+        }
         try:
-            arrays = self._int_columns(table, exprs, valid + (f" AND ({where})" if where else ""))
+            arrays, blocks = self._int_columns(
+                table, list(exprs.values()), valid + (f" AND ({where})" if where else ""), text
+            )
             total = self.count_where(table, where) if where else self.count(table)
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
             raise TraceError(_read_failed(self.path, table, exc)) from exc
-        read = iter(arrays)
+        read = dict(zip(exprs, arrays))
         rows = len(arrays[0])
-        data = {
-            c: next(read) if src else np.full(rows, -1, dtype=np.int64)
-            for c, src in zip(cols, sources)
-        }
+        data = {c: read[c] if c in read else np.full(rows, -1, dtype=np.int64) for c in cols}
         # One block per column: no consolidating copy of a table that may hold 1e7 rows.
         df = pd.DataFrame(data, copy=False)
         df.attrs["dropped"] = int(total - rows)
-        return df
+        return (df, blocks) if text else df
 
-    def _int_columns(self, table: str, exprs: list[str], where: str) -> list[np.ndarray]:
-        """One int64 array per expression, over the rows matching ``where``.
+    def _int_columns(
+        self, table: str, exprs: list[str], where: str, text: str | None = None
+    ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, list[bytes]]]]:
+        """One int64 array per expression, over the rows matching ``where``; with ``text``,
+        also each block's masked text values (``_masked``).
 
         Python's sqlite3 builds a tuple of integer objects per row, which costs more than the
         reading itself on tables of millions of rows. Instead SQLite formats each column of a
@@ -266,16 +289,19 @@ class Trace:
         columns stay aligned) that numpy parses. Blocks of rowids bound the text's size, and
         are read on one connection per core: SQLite runs without Python's lock.
         """
-        aggs = ", ".join(f"group_concat({e})" for e in exprs)
-        sql = f'SELECT {aggs} FROM "{table}" WHERE {where}'
+        aggs = [f"group_concat({e})" for e in exprs]
+        if text:
+            aggs.append(f"group_concat({text}, char(0))")
+        sql = f'SELECT {", ".join(aggs)} FROM "{table}" WHERE {where}'
         blocks = self._rowid_blocks(table)
+        rowid = self._rowid_name(table)
         if blocks is None:
-            results = [_parse(self._db.execute(sql).fetchone())]
-        elif len(blocks) <= 1:
-            ranged = f"{sql} AND rowid BETWEEN ? AND ?"
-            results = [_parse(self._db.execute(ranged, b).fetchone()) for b in blocks]
+            results = [_parse(self._db.execute(sql).fetchone(), text)]
+        elif len(blocks) <= 1 and not text:
+            ranged = f"{sql} AND {rowid} BETWEEN ? AND ?"
+            results = [_parse(self._db.execute(ranged, b).fetchone(), text) for b in blocks]
         else:
-            results = self._read_blocks(f"{sql} AND rowid BETWEEN ? AND ?", blocks)
+            results = self._read_blocks(f"{sql} AND {rowid} BETWEEN ? AND ?", blocks, text)
         arrays = []
         for k in range(len(exprs)):
             parts = [r[k] for r in results if r[k] is not None]
@@ -284,22 +310,27 @@ class Trace:
                 r[k] = None  # free the blocks as each column is joined
         if len({a.size for a in arrays}) > 1:
             raise ValueError("columns came back with different row counts")
-        return arrays
+        texts = [r[-1] for r in results if r[-1] is not None] if text else []
+        return arrays, texts
 
     def _read_blocks(
-        self, sql: str, blocks: list[tuple[int, int]]
-    ) -> list[list[np.ndarray | None]]:
+        self, sql: str, blocks: list[tuple[int, int]], text: str | None = None
+    ) -> list[list]:
         uri = self._uri
         local = threading.local()
         opened: list[sqlite3.Connection] = []
 
-        def read(block: tuple[int, int]) -> list[np.ndarray | None]:
+        def read(block: tuple[int, int]) -> list:
             if not hasattr(local, "db"):
                 local.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                local.db.text_factory = bytes
+                if hasattr(local.db, "setlimit"):  # Python 3.11+
+                    # A block's joined names stay under this; past it the caller reads by rows.
+                    local.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_BLOCK_TEXT)
                 opened.append(local.db)
-            return _parse(local.db.execute(sql, block).fetchone())
+            return _parse(local.db.execute(sql, block).fetchone(), text)
 
-        workers = min(_READERS, len(blocks))
+        workers = max(1, min(_READERS, len(blocks)))
         try:
             with ThreadPoolExecutor(workers, thread_name_prefix="nsysprobe-read") as pool:
                 return list(pool.map(read, blocks))
@@ -307,16 +338,33 @@ class Trace:
             for db in opened:
                 db.close()
 
+    def _rowid_name(self, table: str) -> str | None:
+        """The name that reaches the table's rowid (a column may take ``rowid``), or None for
+        a view, a table without rowids, or one whose columns take all three names."""
+        if table in self._views:
+            return None
+        taken = {c.lower() for c in self.columns(table)}
+        return next((n for n in ("rowid", "_rowid_", "oid") if n not in taken), None)
+
     def _rowid_blocks(self, table: str) -> list[tuple[int, int]] | None:
-        """Rowid ranges of about ``_BLOCK_ROWS`` rows, or None for a table without rowids."""
+        """Rowid ranges of about ``_BLOCK_ROWS`` rows, or None for a table read in one query:
+        no rowids, or rowids so sparse that blocks would be mostly empty."""
+        rowid = self._rowid_name(table)
+        if rowid is None:
+            return None
         # Two queries: SQLite answers a lone min() or max() of the rowid without a scan.
         try:
-            (lo,) = self._db.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()
-            (hi,) = self._db.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
+            (lo,) = self._db.execute(f'SELECT min({rowid}) FROM "{table}"').fetchone()
+            (hi,) = self._db.execute(f'SELECT max({rowid}) FROM "{table}"').fetchone()
         except sqlite3.DatabaseError:
             return None
         if lo is None:
             return []
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            return None
+        spans = (hi - lo) // _BLOCK_ROWS + 1
+        if spans > 16 and spans > 4 * (self.count(table) // _BLOCK_ROWS + 1):
+            return None
         return [(b, min(b + _BLOCK_ROWS - 1, hi)) for b in range(lo, hi + 1, _BLOCK_ROWS)]
 
     def _fetch(self, table: str, sql: str, params: tuple = ()) -> list[tuple]:
@@ -614,24 +662,120 @@ class Trace:
     def nvtx_ranges(self) -> pd.DataFrame:
         """Closed NVTX push/pop and start/end ranges.
 
-        Columns: start, end, globalTid, name, color (ARGB int, -1 when none), eventType,
-        domainId. The name comes from ``text`` or, when that is NULL, from ``textId``.
+        Columns: start, end, globalTid, domainId, ``pattern`` (the name with its numbers
+        masked, ``Batch #``: a categorical, its categories sorted) and ``row`` (what
+        :meth:`nvtx_names` and :meth:`nvtx_details` take). The name comes from ``text`` or,
+        when that is NULL, from ``textId``.
+
+        A PyTorch trace holds millions of ranges with a name each (``aten::add, seq = 12,
+        op_id = 3401``), nearly all distinct: no per-row name is built. SQLite joins each
+        block's names into one text; its digits are masked at once; only the distinct masked
+        names become strings.
         """
-        ints = ["start", "end", "globalTid", "color", "eventType", "domainId"]
+        table = "NVTX_EVENTS"
         where = f"eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END})"
+        if table not in self.tables or "text" not in self.columns(table):
+            return self._nvtx_by_rows(where)
+        if not self._has_rowid(table):
+            return self._nvtx_by_rows(where)
+        text_id = _int_expr("textId") if "textId" in self.columns(table) else "-1"
+        try:
+            df, blocks = self._intervals(
+                table,
+                ["globalTid", "domainId", "rowid", "textId"],
+                where=where,
+                raw={
+                    "rowid": self._rowid_name(table),
+                    # -2: the name is in ``text``; -3: ``text`` holds a number (read by rows)
+                    "textId": "CASE typeof(text) WHEN 'null' THEN "
+                    f"{text_id} WHEN 'text' THEN -2 WHEN 'blob' THEN -2 ELSE -3 END",
+                },
+                text="coalesce(text, '')",
+            )
+        except (_NulInText, TraceError):
+            # A NUL in a name, or a block of names too long for one SQLite text: row by row
+            # (an export that is damaged fails there with its own one-line error).
+            return self._nvtx_by_rows(where)
+        text_ids = df.pop("textId").to_numpy()
+        has_text = text_ids == -2
+        if (text_ids == -3).any():
+            return self._nvtx_by_rows(where)
+        # Distinct masked names over the blocks, then their patterns.
+        seen: dict[bytes, int] = {}
+        codes = np.empty(len(df), dtype=np.int64)
+        at = 0
+        for local_codes, uniques in blocks:
+            mapping = np.array([seen.setdefault(u, len(seen)) for u in uniques], dtype=np.int64)
+            codes[at : at + local_codes.size] = mapping[local_codes] if mapping.size else 0
+            at += local_codes.size
+        text_patterns = [range_pattern(_lenient_text(m)) for m in seen]
+        id_codes, id_values = pd.factorize(text_ids[~has_text])
+        strings = self.strings
+        id_patterns = [range_pattern(strings.get(int(i), "<unknown>")) for i in id_values]
+        codes[~has_text] = id_codes + len(text_patterns)
+        df["pattern"] = _sorted_categorical(codes, text_patterns + id_patterns)
+        df["row"] = df.pop("rowid")
+        return df
+
+    def nvtx_names(self, rows: Iterable[int]) -> list[str]:
+        """The names of the NVTX ranges whose ``row`` (from :meth:`nvtx_ranges`) is given, in
+        that order."""
+        return [name for name, _ in self.nvtx_details(rows)]
+
+    def nvtx_details(self, rows: Iterable[int]) -> list[tuple[str, int]]:
+        """(name, color) of the NVTX ranges whose ``row`` is given, in that order; the color
+        is ARGB, -1 when none."""
+        rows = [int(r) for r in rows]
+        if self._nvtx_row_names is not None:
+            return [self._nvtx_row_names[r] for r in rows]
+        found: dict[int, tuple[str, int]] = {}
+        wanted = sorted(set(rows))
+        strings = self.strings
+        columns = self.columns("NVTX_EVENTS")
+        color = "color" if "color" in columns else "NULL"
+        text_id = "textId" if "textId" in columns else "NULL"
+        rowid = self._rowid_name("NVTX_EVENTS")
+        for lo in range(0, len(wanted), _NAMES_PER_QUERY):
+            chunk = wanted[lo : lo + _NAMES_PER_QUERY]
+            marks = ", ".join("?" * len(chunk))
+            sql = (
+                f"SELECT {rowid}, text, {text_id}, {color} FROM NVTX_EVENTS "
+                f"WHERE {rowid} IN ({marks})"
+            )
+            for row, text, sid, argb in self._fetch("NVTX_EVENTS", sql, tuple(chunk)):
+                if text is not None:
+                    name = as_text(text)
+                elif isinstance(sid, int):
+                    name = strings.get(sid, "<unknown>")
+                else:
+                    name = "<unknown>"
+                argb = as_int(argb)
+                found[row] = (name, -1 if argb is None else argb)
+        return [found.get(r, ("<unknown>", -1)) for r in rows]
+
+    _nvtx_row_names: list[tuple[str, int]] | None = None
+
+    def _nvtx_by_rows(self, where: str) -> pd.DataFrame:
+        """The NVTX ranges read row by row: for exports the block reader cannot take (no
+        ``text`` column, no rowids, text that is a number or holds NUL). Slow, and exact."""
+        ints = ["start", "end", "globalTid", "color", "domainId"]
         df = self._select("NVTX_EVENTS", [*ints, "text", "textId"], where=_interval_where(where))
         dropped = self.count_where("NVTX_EVENTS", where) - len(df)
         for col in ints:
             df[col] = pd.to_numeric(df[col], errors="coerce").fillna(-1).astype("int64")
         text = df["text"].map(as_text, na_action="ignore").astype(object)
         text_ids = pd.to_numeric(df["textId"], errors="coerce")
-        name = text.where(text.notna(), self.names(text_ids)).astype(str)
-        out = df[ints[:3]].copy()
-        out["name"] = name.to_numpy()
-        for col in ints[3:]:
-            out[col] = df[col]
+        names = text.where(text.notna(), self.names(text_ids)).astype(object).tolist()
+        self._nvtx_row_names = list(zip(names, df["color"].tolist()))
+        codes, distinct = pd.factorize(np.array(names, dtype=object))
+        out = pd.DataFrame({c: df[c].to_numpy() for c in ("start", "end", "globalTid", "domainId")})
+        out["pattern"] = _sorted_categorical(codes, [range_pattern(str(n)) for n in distinct])
+        out["row"] = np.arange(len(out), dtype=np.int64)
         out.attrs["dropped"] = int(dropped)
         return out
+
+    def _has_rowid(self, table: str) -> bool:
+        return self._rowid_blocks(table) is not None
 
     def count_where(self, table: str, where: str) -> int:
         if table not in self.tables:
@@ -648,7 +792,11 @@ _MAX_TIME_NS = 1 << 61
 _HEADER_BYTES = 20
 
 # Rows per block when reading integer columns (each column's text is ~20 bytes a row).
-_BLOCK_ROWS = 1 << 20
+_BLOCK_ROWS = 1 << 18
+# Rowids per query when looking NVTX names up.
+_NAMES_PER_QUERY = 900  # under SQLite's oldest limit of 999 bound values
+# The longest text one block query may build (SQLite's own limit is 1e9 bytes).
+_MAX_BLOCK_TEXT = 1 << 28
 # Connections reading blocks at once.
 _READERS = max(1, min(4, os.cpu_count() or 1))
 
@@ -677,9 +825,43 @@ def _copy_kind_label(enum_name: str) -> str:
     return " ".join(out)
 
 
-def _parse(row: tuple) -> list[np.ndarray | None]:
-    """Comma-separated integer texts (None where a block had no rows) to int64 arrays."""
-    return [None if t is None else np.fromstring(t, dtype=np.int64, sep=",") for t in row]
+def _parse(row: tuple, text: str | None = None) -> list:
+    """Comma-separated integer texts (None where a block had no rows) to int64 arrays; with
+    ``text``, the row's last value is masked text (``_masked``)."""
+    ints = row[:-1] if text else row
+    out: list = [None if t is None else np.fromstring(t, dtype=np.int64, sep=",") for t in ints]
+    if text:
+        rows = next((a.size for a in out if a is not None), 0)
+        out.append(None if row[-1] is None else _masked(row[-1], rows))
+    return out
+
+
+class _NulInText(Exception):
+    """A text value holds NUL, the separator of a block's joined texts."""
+
+
+def _masked(joined: str | bytes, rows: int) -> tuple[np.ndarray, list[bytes]]:
+    """One block's text values, joined by NUL, with every ASCII digit made ``0``: (code per
+    row, distinct masked values). ``range_pattern`` of a masked value is that of the value
+    (digits stay digits; ASCII bytes never fall inside a UTF-8 sequence, valid or not), and
+    far fewer values are distinct."""
+    raw = joined.encode("utf-8") if isinstance(joined, str) else joined
+    parts = raw.translate(_DIGITS_TO_ZERO).split(b"\0")
+    if len(parts) != rows:
+        raise _NulInText("a text value holds NUL")
+    codes, uniques = pd.factorize(np.array(parts, dtype=object))
+    return codes.astype(np.int64, copy=False), list(uniques)
+
+
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _sorted_categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
+    """A categorical of ``values[codes]`` whose categories are the distinct values, sorted."""
+    categories = sorted(set(values))
+    where = {v: i for i, v in enumerate(categories)}
+    remap = np.array([where[v] for v in values], dtype=np.int32)
+    return pd.Categorical.from_codes(remap[codes] if remap.size else codes, categories)
 
 
 def _empty(cols: list[str]) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from nsysprobe.analyses import gaps as gaps_module
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import analyze_gaps, device_gaps
 from nsysprobe.analyses.health import analyze_health
@@ -258,6 +259,26 @@ def test_gap_goes_to_the_innermost_range_open_for_most_of_it(build, get_ms, copy
     with Trace(build(ex)) as trace:
         g = analyze_gaps(Events.load(trace), min_gap_ns=MS)
     assert [(c.range, c.idle_ns) for c in g.by_cause] == [(expected, 10 * MS)]
+
+
+@pytest.mark.parametrize("pairs_per_chunk", [1, 1 << 21])
+def test_gaps_under_deeply_nested_ranges_go_to_the_innermost(build, monkeypatch, pairs_per_chunk):
+    # Three GPU idle gaps of 10 ms, each under 300 ranges nested over the whole run and a
+    # step range of its own; with one pair per chunk, every gap is attributed on its own.
+    monkeypatch.setattr(gaps_module, "PAIRS_PER_CHUNK", pairs_per_chunk)
+    ex = Export()
+    for i in range(4):
+        ex.kernel(i * 20 * MS, (i * 20 + 10) * MS, launch_at=i * 20 * MS - 10_000)
+    for depth in range(300):
+        ex.nvtx(-MS + depth, 80 * MS - depth, f"layer {depth}")
+    for i in range(3):
+        ex.nvtx((i * 20 + 5) * MS, (i * 20 + 25) * MS, f"Batch {i}")
+    with Trace(build(ex)) as trace:
+        g = analyze_gaps(Events.load(trace), min_gap_ns=MS)
+    assert [(c.range, c.idle_ns) for c in g.by_cause] == [("Batch #", 30 * MS)]
+    assert sorted(x.innermost_range for x in g.longest) == ["Batch 0", "Batch 1", "Batch 2"]
+    # Every range open over the longest gap is listed with the time it overlapped it.
+    assert {o.overlap_ns for o in g.longest[0].nvtx} == {10 * MS}
 
 
 def test_a_gpu_shared_by_two_processes_is_flagged(build):

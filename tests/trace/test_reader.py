@@ -4,11 +4,13 @@ files that are not exports."""
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 
 import pytest
 
 from nsysprobe.errors import InputError, TraceError
+from nsysprobe.trace import reader
 from nsysprobe.trace.reader import Trace, pid_of, tid_of
 
 from conftest import shared_trace
@@ -56,8 +58,12 @@ def test_nvtx_names_come_from_text_or_text_id_in_one_file():
     )[0]
     assert styles[0] > 0 and styles[1] > 0  # the file really mixes both styles
     with Trace(path) as t:
-        got = t.nvtx_ranges().sort_values("start", kind="stable")["name"].tolist()
+        ranges = t.nvtx_ranges()
+        got = t.nvtx_names(ranges["row"])
     assert sorted(got) == sorted(v.decode() for (v,) in expected)
+    # The frame holds each name's pattern: digits masked (``op_id = 990346`` -> ``op_id = #``).
+    masked = [re.sub(r"\d+", "#", n) for n in got]
+    assert ranges["pattern"].astype(str).tolist() == masked
 
 
 def test_gpu_descriptions_and_packed_ids_on_a_real_export():
@@ -90,8 +96,8 @@ def test_every_schema_reads_the_same_events(build, version):
         k, m, n, o = t.kernels(), t.memcpy(), t.nvtx_ranges(), t.osrt()
         assert (k["start"].tolist(), k["end"].tolist()) == ([100], [200])
         assert m["bytes"].tolist() == [4096]
-        assert n["name"].tolist() == ["Batch 0"]
-        assert n["color"].tolist() == [0xFF0000FF]
+        assert t.nvtx_details(n["row"]) == [("Batch 0", 0xFF0000FF)]
+        assert n["pattern"].astype(str).tolist() == ["Batch #"]
         assert [t.strings[i] for i in o["nameId"]] == ["munmap"]
         assert tid_of(o["globalTid"]).tolist() == [MAIN_TID]
         assert t.mem_kind_labels()[0] == "Pageable"
@@ -120,7 +126,7 @@ def test_non_utf8_text_is_decoded_leniently(build, tmp_path):
     db.commit()
     db.close()
     with Trace(path) as t:
-        (name,) = t.nvtx_ranges()["name"].tolist()
+        (name,) = t.nvtx_names(t.nvtx_ranges()["row"])
         assert name.endswith(" 1") and "\ufffd" in name
         assert t.strings[999] == "caf\ufffd"
         assert t.strings[1000] == "blob\ufffd"  # a BLOB where text belongs reads as text
@@ -135,8 +141,135 @@ def test_reversed_and_open_intervals_are_skipped_and_counted(build):
     with Trace(build(ex)) as t:
         k = t.kernels()
         n = t.nvtx_ranges()
+        assert t.nvtx_names(n["row"]) == ["closed"] and n.attrs["dropped"] == 1
     assert k["start"].tolist() == [100] and k.attrs["dropped"] == 1
-    assert n["name"].tolist() == ["closed"] and n.attrs["dropped"] == 1
+
+
+# Names as PyTorch, NCCL and users write them; digits of other scripts are digits too.
+NAMES = [
+    "Batch 12",
+    "Batch 7",
+    "aten::add, seq = 12, op_id = 3401",
+    "aten::add, seq = 3, op_id = 77",
+    "ncclAllReduce",
+    "step \u0663\u0664 of 9",  # Arabic-Indic digits
+    "",
+    "a#1",
+    "x" * 300 + " 5",
+]
+
+
+def _named_export(build, extra=()):
+    """Every name of NAMES twice, once in ``text`` and once through ``textId``, then ``extra``
+    (SQL run on the saved file)."""
+    ex = Export(version="2026.2")
+    t = 0
+    for inline in (True, False):
+        for name in NAMES:
+            ex.nvtx(t, t + 10, name, color=0xFF000000 + t, inline_text=inline)
+            t += 20
+    path = build(ex)
+    db = sqlite3.connect(path)
+    for sql, args in extra:
+        db.execute(sql, args)
+    db.commit()
+    db.close()
+    return path
+
+
+def _read_all(path):
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges().sort_values("start", kind="stable")
+        return ranges, t.nvtx_details(ranges["row"])
+
+
+def _masked(name: str) -> str:
+    return re.sub(r"\d+", "#", name)
+
+
+@pytest.mark.parametrize("block_rows", [4, 1 << 18])
+def test_nvtx_ranges_give_patterns_and_the_names_by_row(build, monkeypatch, block_rows):
+    # Blocks of 4 rows: many blocks, read on several connections at once.
+    monkeypatch.setattr(reader, "_BLOCK_ROWS", block_rows)
+    ranges, details = _read_all(_named_export(build))
+    names = NAMES + NAMES
+    assert [n for n, _ in details] == names
+    assert [c for _, c in details] == [0xFF000000 + 20 * i for i in range(len(names))]
+    assert ranges["pattern"].astype(str).tolist() == [_masked(n) for n in names]
+    assert list(ranges["pattern"].cat.categories) == sorted({_masked(n) for n in names})
+
+
+TEXT_ONLY = (
+    "UPDATE NVTX_EVENTS SET text = coalesce(text, (SELECT value FROM StringIds "
+    "WHERE id = textId)), textId = NULL",
+    (),
+)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        # rowids 1e11 apart: blocks of rowids would be empty by the million
+        [("UPDATE NVTX_EVENTS SET rowid = rowid * 100000000000", ())],
+        # the table behind a view (a view has no rowid)
+        [
+            ("ALTER TABLE NVTX_EVENTS RENAME TO NVTX_RAW", ()),
+            ("CREATE VIEW NVTX_EVENTS AS SELECT * FROM NVTX_RAW", ()),
+        ],
+        # a column named rowid, holding text or one number, hides the real rowid
+        [
+            TEXT_ONLY,
+            ("ALTER TABLE NVTX_EVENTS ADD COLUMN rowid TEXT", ()),
+            ("UPDATE NVTX_EVENTS SET rowid = 'r' || _rowid_", ()),
+        ],
+        [
+            ("ALTER TABLE NVTX_EVENTS ADD COLUMN rowid INTEGER", ()),
+            ("UPDATE NVTX_EVENTS SET rowid = 5", ()),
+        ],
+        # names in text only, and no textId column at all
+        [TEXT_ONLY, ("ALTER TABLE NVTX_EVENTS DROP COLUMN textId", ())],
+    ],
+    ids=["sparse-rowids", "view", "rowid-column-text", "rowid-column-int", "no-textId"],
+)
+def test_nvtx_names_whatever_the_table_layout(build, layout):
+    ranges, details = _read_all(_named_export(build, layout))
+    names = NAMES + NAMES
+    assert [n for n, _ in details] == names
+    assert ranges["pattern"].astype(str).tolist() == [_masked(n) for n in names]
+
+
+@pytest.mark.skipif(not hasattr(sqlite3.Connection, "setlimit"), reason="Python 3.11+")
+def test_nvtx_names_longer_than_a_block_text_are_read_by_rows(build, monkeypatch):
+    # SQLite refuses a block's joined names past the limit: the names are read row by row.
+    monkeypatch.setattr(reader, "_MAX_BLOCK_TEXT", 100)
+    ranges, details = _read_all(_named_export(build))
+    names = NAMES + NAMES
+    assert [n for n, _ in details] == names
+    assert ranges["pattern"].astype(str).tolist() == [_masked(n) for n in names]
+
+
+@pytest.mark.parametrize(
+    "damage, name",
+    [
+        # NUL is the block reader's separator: such a file is read row by row
+        ("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE start = 0", "Ba\x00tch 1"),
+        # a number where text belongs reads as its text
+        ("UPDATE NVTX_EVENTS SET text = ? WHERE start = 0", 51),
+        # a BLOB of bytes that are not UTF-8, digits among them
+        ("UPDATE NVTX_EVENTS SET text = ? WHERE start = 0", b"\xe2\x82 12 \xff9"),
+    ],
+)
+def test_nvtx_names_survive_damaged_text(build, damage, name):
+    args = (name.encode() if isinstance(name, str) else name,)
+    ranges, details = _read_all(_named_export(build, [(damage, args)]))
+    expected = {
+        "Ba\x00tch 1": "Ba\x00tch 1",
+        51: "51",
+        b"\xe2\x82 12 \xff9": "\ufffd 12 \ufffd9",
+    }[name]
+    assert details[0][0] == expected
+    assert [n for n, _ in details[1:]] == (NAMES + NAMES)[1:]
+    assert ranges["pattern"].astype(str).tolist()[0] == _masked(expected)
 
 
 def test_requested_traces_come_from_capture_options(build):

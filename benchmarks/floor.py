@@ -1,0 +1,76 @@
+"""The raw-read floor: the least any analysis of an export must do, done plainly.
+
+For every event table ``nsysprobe analyze`` reads, fetch the integer columns it reads (the
+lists below) with Python's sqlite3 into numpy (``np.fromiter`` over the cursor into one
+structured array per table, no per-row objects kept), then the union of the GPU work
+(kernels, copies, memsets, graph replays) on the report's clock: sort by start, merge with a
+running maximum of the ends. NVTX names are not read (nsysprobe reads them as text; the
+floor stops at their ids). Prints the row count, the GPU busy time and the union's interval
+count as JSON, so a run can be checked.
+
+    python benchmarks/floor.py EXPORT.sqlite
+
+``scale.py`` runs it in a fresh process beside each ``nsysprobe analyze`` and reports both.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+
+import numpy as np
+
+GPU_OP = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
+# table -> the columns nsysprobe's reader takes from it (nsysprobe/trace/reader.py)
+TABLES = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": [*GPU_OP, "shortName"],
+    "CUPTI_ACTIVITY_KIND_MEMCPY": [*GPU_OP, "bytes", "copyKind", "srcKind", "dstKind"],
+    "CUPTI_ACTIVITY_KIND_MEMSET": [*GPU_OP, "bytes", "memKind"],
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": GPU_OP,
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "correlationId", "nameId"],
+    "CUPTI_ACTIVITY_KIND_DRIVER": ["start", "end", "globalTid", "correlationId", "nameId"],
+    "OSRT_API": ["start", "end", "globalTid", "nameId"],
+    "NVTX_EVENTS": ["start", "end", "globalTid", "domainId", "textId"],
+    "PROFILER_OVERHEAD": ["start", "end", "globalTid"],
+}
+GPU = list(TABLES)[:4]
+
+
+def read(path: str) -> dict[str, object]:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    present = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    rows = 0
+    gpu = []
+    for table, wanted in TABLES.items():
+        if table not in present:
+            continue
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        cols = [c for c in wanted if c in have]
+        where = " WHERE eventType IN (59, 60) AND end IS NOT NULL" if table == "NVTX_EVENTS" else ""
+        # NULL ids read as -1, as nsysprobe reads them.
+        sql = f"SELECT {', '.join(f'ifnull({c}, -1)' for c in cols)} FROM {table}{where}"
+        dtype = np.dtype([(c, np.int64) for c in cols])
+        pairs = np.fromiter(db.execute(sql), dtype=dtype)
+        rows += pairs.size
+        if table in GPU:
+            gpu.append(pairs)
+    db.close()
+    busy, intervals = 0, 0
+    if gpu:
+        s = np.concatenate([p["start"] for p in gpu])
+        e = np.concatenate([p["end"] for p in gpu])
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        reach = np.maximum.accumulate(e)
+        new = np.ones(s.size, dtype=bool)
+        new[1:] = s[1:] > reach[:-1]
+        first = np.flatnonzero(new)
+        last = np.r_[first[1:] - 1, s.size - 1]
+        busy = int((reach[last] - s[first]).sum())
+        intervals = int(first.size)
+    return {"rows": rows, "gpu_busy_ns": busy, "busy_intervals": intervals}
+
+
+if __name__ == "__main__":
+    print(json.dumps(read(sys.argv[1])))
