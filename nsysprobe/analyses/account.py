@@ -74,7 +74,7 @@ from nsysprobe.analyses.communication import (
     nccl_issued,
     summarize,
 )
-from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.analyses.events import Events, api_name, label_at, per_distinct
 from nsysprobe.analyses.gaps import LAUNCH_APIS, OS_WAITS, SLOW_LAUNCH_NS, SYNC_APIS
 from nsysprobe.analyses.steps import StepRanges, find_steps
 from nsysprobe.errors import InputError
@@ -544,7 +544,7 @@ class _ProcessDevice:
             ops = self.ops
             mine = (ops["kind"] == COMMUNICATION).to_numpy()
             c_s, c_e = ops["start"].to_numpy()[mine], ops["end"].to_numpy()[mine]
-            c_n = _label_at(ops["coll"], np.flatnonzero(mine))
+            c_n = label_at(ops["coll"], np.flatnonzero(mine))
             compute = (
                 layers[busy_names.index(COMPUTE)] if COMPUTE in busy_names else iv.union([], [])
             )
@@ -687,7 +687,7 @@ class _ProcessDevice:
         copies = end_copy[at] > 0
         kind_of = np.where(copies, ops["kind"].cat.codes.to_numpy()[first[at]], -1)
         kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
-        named = _joined(_label_at(rt["api"], call[at]), kind_names[kind_of], " ({})")
+        named = _joined(label_at(rt["api"], call[at]), kind_names[kind_of], " ({})")
         emit(late[at], idle_e[at], cat_cause[cat[at]], named, at)
         del at, copies, kind_of, named
         # Before it, what the issuing thread was doing.
@@ -865,7 +865,7 @@ class _ProcessDevice:
         j = np.clip(j, 0, None)
         inside &= s[j] < at
         cats = np.where(inside, mine["cat"].to_numpy()[j], -1).astype(np.int64)
-        apis = np.where(inside, _label_at(mine["api"], j), "").astype(object)
+        apis = np.where(inside, label_at(mine["api"], j), "").astype(object)
         return cats, apis, np.where(inside, s[j], at)
 
     def _thread_states(self, thread: int, s: np.ndarray, e: np.ndarray):
@@ -896,24 +896,25 @@ class _ProcessDevice:
         j = iv.outermost_cover(rt["start"].to_numpy(), rt["end"].to_numpy(), mid)
         hit = free & (j >= 0)
         state[hit] = _API + rt["cat"].to_numpy()[j[hit]]
-        detail[hit] = _label_at(rt["api"], j[hit])
+        detail[hit] = label_at(rt["api"], j[hit])
         free &= ~hit
         j = iv.outermost_cover(os_["start"].to_numpy(), os_["end"].to_numpy(), mid)
         hit = free & (j >= 0)
         if hit.any():
             # Millions of OS calls, a few names: each name is looked up once.
-            distinct, which = np.unique(os_["nameId"].to_numpy()[j[hit]], return_inverse=True)
-            names = np.array([ev.name_of(i) for i in distinct.tolist()], dtype=object)
-            waits = np.array([n in OS_WAITS for n in names], dtype=bool)
-            state[hit] = np.where(waits[which], _OS_WAIT, _OS_CALL)
-            detail[hit] = names[which]
-            del distinct, which
+            ids = os_["nameId"].to_numpy()[j[hit]]
+
+            def os_state(i: int) -> int:
+                return _OS_WAIT if ev.name_of(i) in OS_WAITS else _OS_CALL
+
+            state[hit] = per_distinct(ids, os_state, np.int64)
+            detail[hit] = per_distinct(ids, ev.name_of)
+            del ids
         free &= ~hit
         del hit
         if free.any() and len(nv):
             j = iv.innermost_cover(nv["start"].to_numpy(), nv["end"].to_numpy(), mid[free])
-            pattern = nv["pattern"].array
-            named = np.asarray(pattern.categories, dtype=object)[pattern.codes[np.clip(j, 0, None)]]
+            named = label_at(nv["pattern"], np.clip(j, 0, None))
             detail[free] = np.where(j >= 0, named, NO_RANGE)
         return p_s, p_e, idx[origin], state, detail
 
@@ -1031,12 +1032,6 @@ def _fixed_windows(starts: pd.Series, ends: pd.Series) -> tuple[np.ndarray, np.n
     n = max(1, min(FIXED_WINDOWS, hi - lo))
     edges = lo + (np.arange(n + 1, dtype=np.int64) * (hi - lo)) // n
     return edges[:-1], edges[1:]
-
-
-def _label_at(column: pd.Series, idx: np.ndarray) -> np.ndarray:
-    """The labels of a categorical column at the rows ``idx``."""
-    cats = np.asarray(column.cat.categories, dtype=object)
-    return cats[column.cat.codes.to_numpy()[idx]] if len(column) else np.empty(0, dtype=object)
 
 
 def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:

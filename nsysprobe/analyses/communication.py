@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import per_category
 from nsysprobe.trace.reader import pid_of
 
 _KERNEL = re.compile(r"^(?:nccl|rccl|msccl)\w*?kernel", re.IGNORECASE)
@@ -100,13 +101,11 @@ def nccl_issued(
         keys = (pid_of(nvtx["globalTid"].to_numpy()[maybe]) << 32) | (domain[maybe] & 0xFFFFFFFF)
         in_domain[maybe] = np.isin(keys, np.array(nccl_domain, dtype=np.int64))
     # ``_RANGE`` and the collectives' names hold no digits: a range's pattern says as much.
-    pattern = nvtx["pattern"].array
-    named = np.array([bool(_RANGE.match(str(n))) for n in pattern.categories], dtype=bool)
-    named = named[pattern.codes] if pattern.codes.size else np.zeros(0, dtype=bool)
+    named = per_category(nvtx["pattern"], lambda p: bool(_RANGE.match(p)), bool)
     ranges = nvtx[in_domain | named]
     if not len(ranges):
         return {}
-    said = np.array([collective_of(str(c)) for c in pattern.categories], dtype=object)
+    ranges = ranges.assign(collective=per_category(ranges["pattern"], collective_of))
     calls = runtime[np.isin(runtime["globalTid"].to_numpy(), ranges["globalTid"].unique())]
     found: dict[int, list[pd.DataFrame]] = {}
     for tid, own in ranges.groupby("globalTid", sort=False):
@@ -115,12 +114,11 @@ def nccl_issued(
         holder = iv.innermost_cover(own["start"].to_numpy(), own["end"].to_numpy(), at)
         inside = holder >= 0
         if inside.any():
-            codes = own["pattern"].array.codes[holder[inside]]
             found.setdefault(int(pid_of(np.array([tid]))[0]), []).append(
                 pd.DataFrame(
                     {
                         "correlationId": mine["correlationId"].to_numpy()[inside],
-                        "collective": said[codes],
+                        "collective": own["collective"].to_numpy()[holder[inside]],
                     }
                 )
             )

@@ -25,6 +25,28 @@ def api_name(raw: str) -> str:
     return _API_VERSION.sub("", raw)
 
 
+def label_at(column: pd.Series, idx: np.ndarray) -> np.ndarray:
+    """The labels of a categorical column at the rows ``idx``."""
+    cats = np.asarray(column.cat.categories, dtype=object)
+    return cats[column.cat.codes.to_numpy()[idx]] if len(column) else np.empty(0, dtype=object)
+
+
+def per_category(column: pd.Series, label, dtype=object) -> np.ndarray:
+    """``label(category)`` for each row of a categorical column, called once per category
+    (millions of NVTX rows, a few hundred patterns)."""
+    cats = column.cat.categories
+    out = np.array([label(str(c)) for c in cats], dtype=dtype)
+    return out[column.cat.codes.to_numpy()] if out.size else np.empty(len(column), dtype=dtype)
+
+
+def per_distinct(values: np.ndarray, label, dtype=object) -> np.ndarray:
+    """``label(value)`` for each of ``values`` (string ids, kind codes), called once per
+    distinct value."""
+    distinct, which = np.unique(np.asarray(values), return_inverse=True)
+    out = np.array([label(v) for v in distinct.tolist()], dtype=dtype)
+    return out[which.ravel()] if out.size else np.empty(0, dtype=dtype)
+
+
 @dataclass
 class Events:
     trace: Trace

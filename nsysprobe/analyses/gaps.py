@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.analyses.events import Events, api_name, label_at, per_distinct
 from nsysprobe.trace.reader import pid_of
 
 DEFAULT_MIN_GAP_NS = 1_000_000
@@ -351,12 +351,10 @@ def _attribute(
     ranges = _on_thread(events.nvtx, thread)
     if len(ranges):
         r_s, r_e = ranges["start"].to_numpy(), ranges["end"].to_numpy()
-        pattern = ranges["pattern"].array
-        shown = np.asarray(pattern.categories, dtype=object)
         for lo, hi in _pair_chunks(r_s, r_e, g_s, g_e):
             r, g = _innermost_holders(r_s, r_e, g_s[lo:hi], g_e[lo:hi])
             inner_row[lo + g] = ranges["row"].to_numpy()[r]
-            inner_pattern[lo + g] = shown[pattern.codes[r]]
+            inner_pattern[lo + g] = label_at(ranges["pattern"], r)
     return states, inner_row, inner_pattern
 
 
@@ -395,9 +393,7 @@ def _innermost_holders(r_s, r_e, g_s, g_e) -> tuple[np.ndarray, np.ndarray]:
 def _categorize(name_ids: pd.Series, category_of) -> np.ndarray:
     """Each row's category (its index in ``STATES``), ``category_of`` called once per
     distinct name id."""
-    distinct, which = np.unique(name_ids.to_numpy(), return_inverse=True)
-    codes = np.array([STATES.index(category_of(i)) for i in distinct.tolist()], dtype=np.int64)
-    return codes[which] if codes.size else np.zeros(0, dtype=np.int64)
+    return per_distinct(name_ids.to_numpy(), lambda i: STATES.index(category_of(i)), np.int64)
 
 
 def _per_gap(u: iv.Intervals, g_s: np.ndarray, g_e: np.ndarray, n: int) -> np.ndarray:
@@ -408,13 +404,7 @@ def _per_gap(u: iv.Intervals, g_s: np.ndarray, g_e: np.ndarray, n: int) -> np.nd
 def _names_of(events: Events, shown):
     """Names of string ids, as ``shown`` writes them (once per distinct id: a long gap may
     hold a million calls)."""
-
-    def names(ids: np.ndarray) -> np.ndarray:
-        distinct, which = np.unique(ids, return_inverse=True)
-        text = np.array([shown(events.name_of(i)) for i in distinct.tolist()], dtype=object)
-        return text[which.ravel()] if text.size else np.empty(0, dtype=object)
-
-    return names
+    return lambda ids: per_distinct(ids, lambda i: shown(events.name_of(i)))
 
 
 class _OverlapIndex:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, range_pattern
+from nsysprobe.analyses.events import Events, per_category, range_pattern
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -222,7 +222,7 @@ def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
             )
         return str(hits["pattern"].astype(object).value_counts().index[0])
     # ``_OP_RANGE`` has no digits: a pattern matches it when its names do.
-    candidates = tops[~_matches(tops["pattern"], _OP_RANGE)]
+    candidates = tops[~per_category(tops["pattern"], lambda p: bool(re.search(_OP_RANGE, p)), bool)]
     candidates = candidates.assign(dur=candidates["end"] - candidates["start"])
     grouped = candidates.groupby(["pattern", "globalTid"], observed=True)
     table = grouped.agg(
@@ -237,14 +237,6 @@ def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
     table["numbered"] = table["pattern"].str.contains("#", regex=False)
     table = table.sort_values(["step_word", "training", "numbered", "total"], ascending=False)
     return str(table["pattern"].iat[0])
-
-
-def _matches(patterns: pd.Series, regex: str) -> np.ndarray:
-    """Which of a categorical's values ``regex`` finds, testing each category once."""
-    categories = patterns.cat.categories
-    hit = np.array([bool(re.search(regex, str(c))) for c in categories], dtype=bool)
-    codes = patterns.cat.codes.to_numpy()
-    return hit[codes] if categories.size else np.zeros(len(patterns), dtype=bool)
 
 
 def _children(ranges: pd.DataFrame, steps: pd.DataFrame) -> dict[int, dict[str, int]]:

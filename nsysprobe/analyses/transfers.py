@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.analyses.events import Events, api_name, per_distinct
 from nsysprobe.trace.reader import pid_of
 
 
@@ -67,19 +66,13 @@ class TransfersResult:
     unmatched_count: int  # copies with no API call found (API not traced)
 
 
-def _labeled(codes: pd.Series, label) -> np.ndarray:
-    """The label of each row's code, ``label`` called once per distinct code."""
-    which, distinct = pd.factorize(codes.to_numpy())
-    return np.array([label(int(k)) for k in distinct], dtype=object)[which]
-
-
 def analyze_transfers(events: Events) -> TransfersResult:
     mc = events.memcpy
     mem_labels = events.trace.mem_kind_labels()
     copy_labels = events.trace.copy_kind_labels()
-    kind = _labeled(mc["copyKind"], lambda k: copy_labels.get(k, f"kind {k}"))
-    src = _labeled(mc["srcKind"], lambda k: mem_labels.get(k, "Unknown"))
-    dst = _labeled(mc["dstKind"], lambda k: mem_labels.get(k, "Unknown"))
+    kind = per_distinct(mc["copyKind"].to_numpy(), lambda k: copy_labels.get(k, f"kind {k}"))
+    src = per_distinct(mc["srcKind"].to_numpy(), lambda k: mem_labels.get(k, "Unknown"))
+    dst = per_distinct(mc["dstKind"].to_numpy(), lambda k: mem_labels.get(k, "Unknown"))
     table = pd.DataFrame(
         {
             "copy_kind": kind,

@@ -162,6 +162,7 @@ class Trace:
             ) from exc
         self.tables: frozenset[str] = frozenset(n for n, _ in names)
         self._views = frozenset(n for n, kind in names if kind == "view")
+        self._counts: dict[str, int] = {}
         if "StringIds" not in self.tables and not self.tables & _EVENT_TABLES:
             raise TraceError(
                 f"{self.path}: an SQLite file but not an Nsight Systems export (no StringIds "
@@ -190,7 +191,9 @@ class Trace:
     def count(self, table: str) -> int:
         if table not in self.tables:
             return 0
-        return int(self._fetch(table, f'SELECT count(*) FROM "{table}"')[0][0])
+        if table not in self._counts:  # a scan of the table; the export does not change
+            self._counts[table] = int(self._fetch(table, f'SELECT count(*) FROM "{table}"')[0][0])
+        return self._counts[table]
 
     def _resolve(
         self, table: str, wanted: list[str], aliases: dict[str, Iterable[str]] | None
