@@ -74,7 +74,14 @@ from nsysprobe.analyses.communication import (
     nccl_issued,
     summarize,
 )
-from nsysprobe.analyses.events import Events, api_name, label_at, per_distinct
+from nsysprobe.analyses.events import (
+    Events,
+    ThreadCalls,
+    api_name,
+    label_at,
+    per_distinct,
+    sweep,
+)
 from nsysprobe.analyses.gaps import LAUNCH_APIS, OS_WAITS, SLOW_LAUNCH_NS, SYNC_APIS
 from nsysprobe.analyses.steps import StepRanges, find_steps
 from nsysprobe.errors import InputError
@@ -470,43 +477,53 @@ class _ProcessDevice:
         seg_s, seg_e, seg_k = iv.partition(layers)
         busy_u = iv.union(seg_s, seg_e)
         idle_s, idle_e = iv.complement(busy_u, lo, hi)
-        idle = self._attribute_idle(idle_s, idle_e, hi)
-
         labels = list(busy_names) + list(IDLE_CAUSES)
-        parts_s = np.concatenate([seg_s, idle["start"]])
-        parts_e = np.concatenate([seg_e, idle["end"]])
-        parts_b = np.concatenate([seg_k, idle["cause"] + len(busy_names)])
-        # Details as codes into their distinct texts (-1: none): an OS-runtime-heavy thread
-        # splits the idle time into millions of pieces, few names.
-        d_codes, d_texts = pd.factorize(np.asarray(idle.pop("detail"), dtype=object))
-        for empty in np.flatnonzero(d_texts == ""):
-            d_codes[d_codes == empty] = -1
-        parts_d = np.concatenate([np.full(seg_s.size, -1, dtype=np.int64), d_codes])
-        del d_codes
-        order = np.argsort(parts_s, kind="stable")
-        parts_s, parts_e, parts_b, parts_d = (
-            a[order] for a in (parts_s, parts_e, parts_b, parts_d)
-        )
-        del order
-        # Cut at every window edge, then keep the pieces inside a window.
-        p_s, p_e, origin, w = iv.split_by(parts_s, parts_e, (self.win_s, self.win_e))
-        del parts_s, parts_e
-        inside = w >= 0
-        p_s, p_e, w, origin = p_s[inside], p_e[inside], w[inside], origin[inside]
-        dur = p_e - p_s
-        del p_s, p_e, inside
-        bucket = parts_b[origin]
-        n_w, n_b = self.win_s.size, len(labels)
-        table = np.bincount(w * n_b + bucket, weights=dur, minlength=n_w * n_b)
-        table = table.reshape(n_w, n_b).astype(np.int64)
+        n_b = len(labels)
+        # Per window and bucket; details per (bucket, text). Busy segments and idle pieces are
+        # disjoint: each is cut at the window edges and summed on its own.
+        table = np.zeros((self.win_s.size, n_b), dtype=np.int64)
+        details: dict[tuple[int, str], int] = {}
+        self._sum_into(table, details, seg_s, seg_e, seg_k, None)
+        readback_bytes, pieces = self._idle_pieces(idle_s, idle_e, hi)
+        for p_s, p_e, cause, detail in pieces:
+            self._sum_into(table, details, p_s, p_e, cause + len(busy_names), detail)
         wall = self.win_e - self.win_s
-        by_detail = _detail_sums(bucket, parts_d[origin], dur, d_texts)
-        del bucket, origin, dur, w
         return self._result(
-            labels, len(busy_names), table, wall, by_detail, layers, busy_names, idle
+            labels,
+            len(busy_names),
+            table,
+            wall,
+            _detail_series(details),
+            layers,
+            busy_names,
+            readback_bytes,
         )
 
-    def _result(self, labels, n_busy, table, wall, by_detail, layers, busy_names, idle) -> Account:
+    def _sum_into(self, table, details, s, e, bucket, detail) -> None:
+        """Add the pieces [s, e) (disjoint, sorted) of ``bucket`` to ``table`` (window x
+        bucket) and, where ``detail`` names one, to ``details``; cut at every window edge, the
+        time outside the windows left out."""
+        p_s, p_e, origin, w = iv.split_by(s, e, (self.win_s, self.win_e))
+        inside = w >= 0
+        dur = (p_e - p_s)[inside]
+        origin, w = origin[inside], w[inside]
+        del p_s, p_e, inside
+        sums = np.bincount(w * table.shape[1] + bucket[origin], weights=dur, minlength=table.size)
+        table += sums.astype(np.int64).reshape(table.shape)
+        if detail is None:
+            return
+        # Details as codes into their distinct texts: millions of pieces, few names.
+        codes, texts = pd.factorize(np.asarray(detail, dtype=object)[origin])
+        named = (codes >= 0) & (np.asarray(texts, dtype=object) != "")[np.clip(codes, 0, None)]
+        if not named.any():
+            return
+        key = bucket[origin][named] * len(texts) + codes[named]
+        sums = np.bincount(key, weights=dur[named])
+        for k in np.flatnonzero(np.bincount(key)).tolist():
+            b, text = divmod(k, len(texts))
+            details[(b, texts[text])] = details.get((b, texts[text]), 0) + int(sums[k])
+
+    def _result(self, labels, n_busy, table, wall, by_detail, layers, busy_names, rb) -> Account:
         total_wall = int(wall.sum())
         buckets = []
         for b, name in enumerate(labels):
@@ -574,7 +591,6 @@ class _ProcessDevice:
             )
             for i in range(min(wall.size, STEP_ROWS_LISTED))
         )
-        rb = idle["readback_bytes"]
         return Account(
             pid=self.pid,
             device_id=self.dev,
@@ -616,9 +632,12 @@ class _ProcessDevice:
             return int(main[0])
         return int(src["globalTid"].value_counts().index[0])
 
-    def _attribute_idle(self, idle_s: np.ndarray, idle_e: np.ndarray, hi: int) -> dict:
-        """Idle intervals -> labeled pieces: start, end, cause (index into IDLE_CAUSES),
-        detail; and the bytes of each read-back that drained the GPU."""
+    def _idle_pieces(self, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
+        """Idle intervals -> the bytes of each read-back that drained the GPU, and the labeled
+        pieces of the intervals: runs of (start, end, cause, detail) arrays in time order,
+        cause an index into IDLE_CAUSES. Each interval gets its figures here; its pieces are
+        made a run of intervals at a time (``sweep``), since a thread with millions of calls
+        cuts the idle time into tens of millions of pieces."""
         ops, rt = self.ops, self.runtime
         n = idle_s.size
         cause = {name: i for i, name in enumerate(IDLE_CAUSES)}
@@ -661,43 +680,19 @@ class _ProcessDevice:
         prev_bytes = np.where(before, ops["bytes"].to_numpy()[prev], 0) if len(ops) else prev
         del prev, before
 
-        out: list[tuple] = []
-
-        def emit(s, e, c, d, k):
-            keep = e > s
-            c = np.asarray(c, dtype=np.int64)
-            c = c if c.shape == s.shape else np.full(s.shape, c, dtype=np.int64)
-            if np.ndim(d) == 0:
-                d = np.full(s.shape, d, dtype=object)
-            if keep.all():  # pieces of millions: no copy when none is empty
-                out.append((s, e, c, d, k))
-            else:
-                out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
-
-        # Work issued before the idle began: the GPU started it late, no CPU cause.
+        # Per interval: what it is, before any piece is made (cheap: one value each).
         queued = known & (call_start < idle_s)
-        every = np.arange(n)
-        emit(idle_s[queued], idle_e[queued], cause["queued"], "", every[queued])
-        # After the issuing call began, the idle is the cost of that call.
         issued = known & ~queued
         late = np.maximum(idle_s, call_start)
         cat_cause = np.array([cause[_CATEGORY_CAUSE[k]] for k in range(len(_CATEGORY_CAUSE))])
-        # Named by the call, and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
-        at = np.flatnonzero(issued)
-        copies = end_copy[at] > 0
-        kind_of = np.where(copies, ops["kind"].cat.codes.to_numpy()[first[at]], -1)
-        kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
-        named = _joined(label_at(rt["api"], call[at]), kind_names[kind_of], " ({})")
-        emit(late[at], idle_e[at], cat_cause[cat[at]], named, at)
-        del at, copies, kind_of, named
-        # Before it, what the issuing thread was doing.
         early_e = np.minimum(idle_e, call_start)
         short = (idle_e - idle_s) < LAUNCH_GAP_NS
         launched = known & (cat == _LAUNCH)
         drain_cat = np.full(n, -1, dtype=np.int64)
         drain_api = np.full(n, "", dtype=object)
         waited = np.zeros(n, dtype=np.int64)
-        for thread in np.unique(tid[~queued]):
+        threads = np.unique(tid[~queued]).tolist()
+        for thread in threads:
             sel = np.flatnonzero(~queued & (tid == thread))
             drain_cat[sel], drain_api[sel], began = self._drains(int(thread), idle_s[sel])
             waited[sel] = np.where(drain_cat[sel] >= 0, idle_s[sel] - began, 0)
@@ -719,60 +714,100 @@ class _ProcessDevice:
             _joined(np.full(at.size, "after", dtype=object), drain_api[at], " {}"),
         )
         del drain_api, at
-        for thread in np.unique(tid[~queued]):
-            sel = np.flatnonzero(~queued & (tid == thread))
-            p_s, p_e, p_idx, state, detail = self._thread_states(
-                int(thread), idle_s[sel], early_e[sel]
-            )
-            g = sel[p_idx]  # the idle interval of each piece
-            c = np.full(p_s.size, cause["cpu"], dtype=np.int64)
-            own = state == _OWN
-            c[own & input_copy[g]] = cause["loading"]
-            c[own & short[g] & launched[g] & ~input_copy[g]] = cause["launch"]
-            wait = state == _OS_WAIT
-            c[wait] = np.where(input_copy[g][wait], cause["loader_wait"], cause["os_wait"])
-            c[state == _OS_CALL] = cause["os_call"]
-            in_api = state >= _API
-            c[in_api] = cat_cause[state[in_api] - _API]
-            # Inside the call that read back, the wait is the read-back's.
-            rb = read[g] & ((state == _API + _SYNC) | (state == _API + _COPY))
-            c[rb] = drain_cause[g][rb]
-            detail[rb] = drain_detail[g][rb]
-            emit(p_s, p_e, c, detail, g)
-            del p_s, p_e, p_idx, state, detail, g, c, own, wait, in_api, rb
-        parts = list(zip(*out)) if out else [[], [], [], [], []]
-        out.clear()
-        cat_of = (np.int64, np.int64, np.int64, object, np.int64)
-        start, end, cause_idx, detail, interval = (
-            (p[0] if len(p) == 1 else np.concatenate(p)) if len(p) else np.empty(0, dtype=t)
-            for p, t in zip(parts, cat_of)
-        )
-        del parts
-        start, end, cause_idx, detail, interval = self._overhead_first(
-            start, end, cause_idx, detail, interval
-        )
         episode, chain = self._drain_episodes(idle_s, idle_e, drained)
-        budget = np.bincount(chain[drained & (chain >= 0)], weights=waited[drained & (chain >= 0)])
-        start, end, cause_idx, detail = _charge_drains(
-            start,
-            end,
-            cause_idx,
-            detail,
-            episode[interval],
-            chain[interval],
-            budget.astype(np.int64),
-            drain_cause,
-            drain_detail,
-        )
-        return {
-            "start": start,
-            "end": end,
-            "cause": cause_idx,
-            "detail": detail,
-            "readback_bytes": prev_bytes[
-                readback & iv.overlaps_any(idle_s, idle_e, (self.win_s, self.win_e))
-            ],
-        }
+        has_chain = drained & (chain >= 0)
+        budget = np.bincount(chain[has_chain], weights=waited[has_chain]).astype(np.int64)
+        del waited, has_chain
+        readback_bytes = prev_bytes[
+            readback & iv.overlaps_any(idle_s, idle_e, (self.win_s, self.win_e))
+        ]
+        kind_codes = ops["kind"].cat.codes.to_numpy()
+        kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
+        ovh = self.ev.overhead
+        ovh = ovh[pid_of(ovh["globalTid"]) == self.pid]
+        overhead = iv.union(ovh["start"], ovh["end"])
+        calls = {t: self._calls(int(t)) for t in threads}
+
+        def run(lo: int, hi: int):
+            """The pieces of the intervals [lo, hi), in time order."""
+            out: list[tuple] = []
+
+            def emit(s, e, c, d, k):
+                keep = e > s
+                c = np.asarray(c, dtype=np.int64)
+                c = c if c.shape == s.shape else np.full(s.shape, c, dtype=np.int64)
+                if np.ndim(d) == 0:
+                    d = np.full(s.shape, d, dtype=object)
+                if keep.all():  # no copy when none is empty
+                    out.append((s, e, c, d, k))
+                else:
+                    out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
+
+            # Work issued before the idle began: the GPU started it late, no CPU cause.
+            at = lo + np.flatnonzero(queued[lo:hi])
+            emit(idle_s[at], idle_e[at], cause["queued"], "", at)
+            # After the issuing call began, the idle is the cost of that call, named by the
+            # call and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
+            at = lo + np.flatnonzero(issued[lo:hi])
+            kind_of = np.where(end_copy[at] > 0, kind_codes[first[at]], -1)
+            named = _joined(label_at(rt["api"], call[at]), kind_names[kind_of], " ({})")
+            emit(late[at], idle_e[at], cat_cause[cat[at]], named, at)
+            del at, kind_of, named
+            # Before it, what the issuing thread was doing.
+            for thread in np.unique(tid[lo:hi][~queued[lo:hi]]).tolist():
+                sel = lo + np.flatnonzero(~queued[lo:hi] & (tid[lo:hi] == thread))
+                p_s, p_e, p_idx, state, detail = self._thread_states(
+                    calls[thread], idle_s[sel], early_e[sel]
+                )
+                g = sel[p_idx]  # the idle interval of each piece
+                c = np.full(p_s.size, cause["cpu"], dtype=np.int64)
+                own = state == _OWN
+                c[own & input_copy[g]] = cause["loading"]
+                c[own & short[g] & launched[g] & ~input_copy[g]] = cause["launch"]
+                wait = state == _OS_WAIT
+                c[wait] = np.where(input_copy[g][wait], cause["loader_wait"], cause["os_wait"])
+                c[state == _OS_CALL] = cause["os_call"]
+                in_api = state >= _API
+                c[in_api] = cat_cause[state[in_api] - _API]
+                # Inside the call that read back, the wait is the read-back's.
+                rb = read[g] & ((state == _API + _SYNC) | (state == _API + _COPY))
+                c[rb] = drain_cause[g][rb]
+                detail[rb] = drain_detail[g][rb]
+                emit(p_s, p_e, c, detail, g)
+                del p_s, p_e, p_idx, state, detail, g, c, own, wait, in_api, rb
+            parts = list(zip(*out))
+            out.clear()
+            start, end, cause_idx, detail, interval = (
+                p[0] if len(p) == 1 else np.concatenate(p) for p in parts
+            )
+            del parts
+            start, end, cause_idx, detail, interval = _overhead_first(
+                overhead, start, end, cause_idx, detail, interval
+            )
+            return _charge_drains(
+                start,
+                end,
+                cause_idx,
+                detail,
+                episode[interval],
+                chain[interval],
+                budget,
+                drain_cause,
+                drain_detail,
+                spent,
+            )
+
+        spent = [-1, 0]  # the chain of drains under way between runs, and its time so far
+
+        def pieces():
+            for lo, hi in sweep([c for t in threads for c in calls[t]], idle_s, idle_e):
+                yield run(lo, hi)
+
+        return readback_bytes, pieces()
+
+    def _calls(self, thread: int) -> list[ThreadCalls]:
+        """The thread's CUDA API calls, OS-runtime calls and NVTX ranges, to sweep."""
+        return [ThreadCalls(df, thread) for df in (self.runtime, self.ev.osrt, self.ev.nvtx)]
 
     def _first_htod(self, is_htod: np.ndarray) -> np.ndarray:
         """Per operation: is it the first host-to-device copy in its step window?"""
@@ -786,26 +821,6 @@ class _ProcessDevice:
         first[1:] = w[1:] != w[:-1]
         out[htod[first]] = True
         return out
-
-    def _overhead_first(self, s, e, c, d, k):
-        """Relabel the idle pieces under nsys's own overhead in the process (any thread):
-        it wins over every other cause. Pieces come back in time order, with the idle
-        interval ``k`` of each."""
-        if s.size > 1 and not (s[1:] >= s[:-1]).all():
-            order = np.argsort(s, kind="stable")
-            s, e, c, d, k = s[order], e[order], c[order], d[order], k[order]
-            del order
-        ovh = self.ev.overhead
-        ovh = ovh[pid_of(ovh["globalTid"]) == self.pid]
-        u = iv.union(ovh["start"], ovh["end"])
-        if not u[0].size or not s.size:
-            return s, e, c, d, k
-        p_s, p_e, origin, holder = iv.split_by(s, e, u)
-        hit = holder >= 0
-        c, d = c[origin], d[origin].copy()
-        c[hit] = IDLE_CAUSES.index("profiler_overhead")
-        d[hit] = "nsys"
-        return p_s, p_e, c, d, k[origin]
 
     def _drain_episodes(
         self, idle_s: np.ndarray, idle_e: np.ndarray, drained: np.ndarray
@@ -868,8 +883,9 @@ class _ProcessDevice:
         apis = np.where(inside, label_at(mine["api"], j), "").astype(object)
         return cats, apis, np.where(inside, s[j], at)
 
-    def _thread_states(self, thread: int, s: np.ndarray, e: np.ndarray):
-        """Split the intervals [s, e) (disjoint, sorted) by what ``thread`` was doing.
+    def _thread_states(self, calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):
+        """Split the intervals [s, e) (disjoint, sorted, after those of the last call) by what
+        the thread of ``calls`` (``_calls``) was doing.
 
         Returns (starts, ends, interval index, state, detail): ``_API + category`` inside a
         CUDA call (detail: its name),
@@ -881,9 +897,7 @@ class _ProcessDevice:
         ev = self.ev
         # Only the calls and ranges that overlap an interval can hold one of its pieces (a
         # range holding a point there overlaps it, and so does every range enclosing it).
-        rt = _overlapping(self.runtime, thread, (s, e))
-        os_ = _overlapping(ev.osrt, thread, (s, e)).sort_values("start")
-        nv = _overlapping(ev.nvtx, thread, (s, e))
+        rt, os_, nv = (c.take((s, e)) for c in calls)
         points = np.concatenate(
             [df[c].to_numpy() for df in (rt, os_, nv) for c in ("start", "end")]
         )
@@ -919,38 +933,47 @@ class _ProcessDevice:
         return p_s, p_e, idx[origin], state, detail
 
 
-def _detail_sums(bucket, codes, ns, texts) -> pd.Series:
-    """ns summed per (bucket, detail) over the pieces that have a detail (code >= 0), as a
-    Series indexed by (bucket, detail text) in sorted order, as ``groupby`` gives it."""
-    has = codes >= 0
-    if not has.any():
-        return pd.Series(
-            [], dtype=np.int64, index=pd.MultiIndex.from_arrays([[], []], names=["b", "d"])
-        )
-    n_d = len(texts)
-    key = bucket[has] * n_d + codes[has]
-    sums = np.bincount(key, weights=ns[has])
-    present = np.flatnonzero(np.bincount(key))
-    b, d = present // n_d, present % n_d
-    names = np.asarray(texts, dtype=object)[d]
-    order = np.lexsort((names.astype(str), b))
-    index = pd.MultiIndex.from_arrays([b[order], names[order]], names=["b", "d"])
-    return pd.Series(sums[present][order].astype(np.int64), index=index, name="ns")
+def _detail_series(details: dict[tuple[int, str], int]) -> pd.Series:
+    """ns per (bucket, detail text) as a Series indexed by both, in sorted order."""
+    keys = sorted(details, key=lambda k: (k[0], str(k[1])))
+    index = pd.MultiIndex.from_arrays(
+        [[k[0] for k in keys], [k[1] for k in keys]], names=["b", "d"]
+    )
+    return pd.Series([details[k] for k in keys], index=index, name="ns", dtype=np.int64)
 
 
-def _overlapping(df: pd.DataFrame, thread: int, by: iv.Intervals) -> pd.DataFrame:
-    """The rows of ``thread`` in ``df`` that overlap one of ``by`` (disjoint, sorted)."""
-    mine = df[df["globalTid"].to_numpy() == thread]
-    return mine[iv.overlaps_any(mine["start"].to_numpy(), mine["end"].to_numpy(), by)]
+def _overhead_first(overhead: iv.Intervals, s, e, c, d, k):
+    """Relabel the idle pieces under nsys's own overhead in the process (``overhead``, a
+    union over its threads): it wins over every other cause. Pieces come back in time order,
+    with the idle interval ``k`` of each."""
+    if s.size > 1 and not (s[1:] >= s[:-1]).all():
+        order = np.argsort(s, kind="stable")
+        s, e, c, d, k = s[order], e[order], c[order], d[order], k[order]
+        del order
+    if not s.size:
+        return s, e, c, d, k
+    # Only the overhead within these pieces' stretch of time.
+    lo = np.searchsorted(overhead[1], s[0], side="right")
+    hi = np.searchsorted(overhead[0], e.max(), side="left")
+    u = (overhead[0][lo:hi], overhead[1][lo:hi])
+    if not u[0].size:
+        return s, e, c, d, k
+    p_s, p_e, origin, holder = iv.split_by(s, e, u)
+    hit = holder >= 0
+    c, d = c[origin], d[origin].copy()
+    c[hit] = IDLE_CAUSES.index("profiler_overhead")
+    d[hit] = "nsys"
+    return p_s, p_e, c, d, k[origin]
 
 
-def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail):
+def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail, spent):
     """Charge each chain of drains with the host-side idle of its episodes, in time order, up
     to the time the thread waited inside its draining calls: without the drains, that much of
     the host work would have overlapped the GPU's queued work, and no more. Each piece goes
     to the latest drain before it; pieces in no episode, nsys's overhead and ``queued`` time
     keep their cause; a piece that straddles the limit is split there. ``s`` must be in time
-    order."""
+    order. The pieces may come a run at a time: ``spent`` is [the chain under way when the
+    last run ended, the time it was charged so far], and is brought up to date."""
     fixed = tuple(IDLE_CAUSES.index(x) for x in KEPT_AFTER_DRAINS)
     idx = np.flatnonzero((episode >= 0) & ~np.isin(c, fixed))
     if not idx.size:
@@ -962,6 +985,9 @@ def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail
     starts[1:] = ch[1:] != ch[:-1]
     group_base = np.maximum.accumulate(np.where(starts, cum - dur, 0))
     before = cum - dur - group_base
+    # Chains follow one another in time: only the first can go on from the last run.
+    before[ch == spent[0]] += spent[1]
+    spent[:] = [int(ch[-1]), int(before[-1] + dur[-1])]
     budget = budget[ch]
     whole = before + dur <= budget
     part = ~whole & (before < budget)

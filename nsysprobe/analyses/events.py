@@ -47,6 +47,88 @@ def per_distinct(values: np.ndarray, label, dtype=object) -> np.ndarray:
     return out[which.ravel()] if out.size else np.empty(0, dtype=dtype)
 
 
+# Rows tested at once when a table is cut down: temporaries stay a few MiB however long it is.
+ROWS_PER_BLOCK = 1 << 20
+# Calls one sweep step takes (``ThreadCalls``, ``sweep``): bounds what the attribution of idle
+# time holds at once on a thread with millions of OS-runtime or CUDA API calls.
+CALLS_PER_SWEEP = 1 << 18
+
+
+def rows_overlapping(df: pd.DataFrame, by: iv.Intervals, threads) -> pd.DataFrame:
+    """The rows of ``df`` that overlap one of ``by`` (disjoint, sorted) on the threads that
+    ``threads`` accepts (a function of a block of ``globalTid`` values returning a mask). Only
+    those rows are copied, tested a block at a time."""
+    tids, s, e = (df[c].to_numpy() for c in ("globalTid", "start", "end"))
+    hits = [np.empty(0, dtype=np.int64)]
+    for lo in range(0, tids.size, ROWS_PER_BLOCK):
+        mine = np.flatnonzero(threads(tids[lo : lo + ROWS_PER_BLOCK])) + lo
+        hits.append(mine[iv.overlaps_any(s[mine], e[mine], by)])
+    return df.iloc[np.concatenate(hits)]
+
+
+class ThreadCalls:
+    """One thread's rows of a table (calls, NVTX ranges) in start order, taken a stretch of
+    time at a time by ``take``: each stretch holds the rows started in it and those still
+    open from before (a call nested in another, a range open over many stretches), so what is
+    held follows the stretch, not the table."""
+
+    def __init__(self, df: pd.DataFrame, thread: int):
+        tids = df["globalTid"].to_numpy()
+        rows = np.concatenate(
+            [np.empty(0, dtype=np.int64)]
+            + [
+                np.flatnonzero(tids[lo : lo + ROWS_PER_BLOCK] == thread) + lo
+                for lo in range(0, tids.size, ROWS_PER_BLOCK)
+            ]
+        )
+        self._table_start = df["start"].to_numpy()
+        self.start = None  # the rows' starts, kept only when the table is not in start order
+        if not _ascending(self._table_start):
+            start = self._table_start[rows]
+            order = np.argsort(start, kind="stable")
+            rows, self.start = rows[order], start[order]
+        self.df, self.rows = df, rows
+        self._end = df["end"].to_numpy()
+        self._open = np.empty(0, dtype=np.int64)  # taken rows ending after the last stretch
+        self._taken = 0  # rows[:_taken] started before the last stretch ended
+
+    def started_before(self, t) -> np.ndarray:
+        """How many of the rows start before each time of ``t``."""
+        if self.start is not None:
+            return np.searchsorted(self.start, t, side="left")
+        # In a table in start order, the rows started before t are those before its first
+        # row starting at t or later.
+        return np.searchsorted(self.rows, np.searchsorted(self._table_start, t, side="left"))
+
+    def take(self, by: iv.Intervals) -> pd.DataFrame:
+        """The rows overlapping one of ``by`` (disjoint, sorted), in start order. Each call
+        must come after the last one's intervals: rows that ended before are forgotten."""
+        if not by[0].size:
+            return self.df.iloc[0:0]
+        lo, hi = int(by[0][0]), int(by[1][-1])
+        b = int(self.started_before(hi))
+        rows = np.concatenate([self._open, self.rows[self._taken : b]])
+        self._taken = b
+        ends = self._end[rows]
+        self._open = rows[ends > hi]
+        rows = rows[ends > lo]
+        s = self._table_start[rows]
+        return self.df.iloc[rows[iv.overlaps_any(s, self._end[rows], by)]]
+
+
+def _ascending(a: np.ndarray) -> bool:
+    return bool((a[1:] >= a[:-1]).all()) if a.size > 1 else True
+
+
+def sweep(calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):
+    """Runs [lo, hi) of the intervals [s, e) (disjoint, sorted) in which ``calls`` start about
+    ``CALLS_PER_SWEEP`` rows at most (and as many intervals), for ``ThreadCalls.take``."""
+    weight = np.arange(1, s.size + 1, dtype=np.int64)
+    for c in calls:
+        weight += c.started_before(e)
+    yield from iv.runs(weight, CALLS_PER_SWEEP)
+
+
 @dataclass
 class Events:
     trace: Trace

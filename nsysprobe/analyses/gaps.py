@@ -38,7 +38,15 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, api_name, label_at, per_distinct
+from nsysprobe.analyses.events import (
+    Events,
+    ThreadCalls,
+    api_name,
+    label_at,
+    per_distinct,
+    rows_overlapping,
+    sweep,
+)
 from nsysprobe.trace.reader import pid_of
 
 DEFAULT_MIN_GAP_NS = 1_000_000
@@ -233,9 +241,12 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
             cause_ns[key] = cause_ns.get(key, 0) + int(ns)
         longest = np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED]
         pids = events.device_pids.get(dev, set())
-        nvtx = _OverlapIndex(events.nvtx, pids, "row", events.nvtx_names, events)
-        osrt = _OverlapIndex(events.osrt, pids, "nameId", _names_of(events, api_name), events)
-        api = _OverlapIndex(events.runtime, pids, "nameId", _names_of(events, api_name), events)
+        shown = np.sort(longest)  # the longest gaps in time order
+        within = (g_s[shown], g_e[shown])
+        nvtx = _OverlapIndex(events.nvtx, pids, within, "row", events.nvtx_names, events)
+        names = _names_of(events, api_name)
+        osrt = _OverlapIndex(events.osrt, pids, within, "nameId", names, events)
+        api = _OverlapIndex(events.runtime, pids, within, "nameId", names, events)
         held = inner_row[longest]
         held = held[held >= 0]
         inner_names = dict(zip(held.tolist(), events.nvtx_names(held)))
@@ -311,22 +322,30 @@ def _waited_on_threads(events: Events, dev: int, gap_ends: np.ndarray) -> np.nda
     return calls["tid"].fillna(fallback).fillna(-1).astype(np.int64).to_numpy()
 
 
-def _on_thread(df: pd.DataFrame, thread: int | None) -> pd.DataFrame:
-    if thread is None:
-        return df.iloc[0:0]
-    return df[df["globalTid"].to_numpy() == thread]
-
-
 def _attribute(
     events: Events, thread: int | None, g_s: np.ndarray, g_e: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per gap: the training thread's dominant state, and its innermost NVTX range's ``row``
-    (-1 for none) and pattern (``NO_RANGE`` for none)."""
+    (-1 for none) and pattern (``NO_RANGE`` for none). The gaps are taken a run at a time, with
+    the thread's calls and ranges overlapping them (a thread may make millions of calls)."""
+    tables = (events.runtime, events.osrt, events.nvtx)
+    if thread is None:
+        return _attribute_run(events, *(df.iloc[0:0] for df in tables), g_s, g_e)
+    n = g_s.size
+    out = (np.empty(n, dtype=object), np.full(n, -1, np.int64), np.full(n, NO_RANGE, dtype=object))
+    calls = [ThreadCalls(df, thread) for df in tables]
+    for lo, hi in sweep(calls, g_s, g_e):
+        by = (g_s[lo:hi], g_e[lo:hi])
+        for whole, part in zip(out, _attribute_run(events, *(c.take(by) for c in calls), *by)):
+            whole[lo:hi] = part
+    return out
+
+
+def _attribute_run(events: Events, api, osrt, ranges, g_s: np.ndarray, g_e: np.ndarray):
+    """``_attribute`` for some gaps, given the thread's calls and ranges overlapping them."""
     n = g_s.size
     covered_parts: list[iv.Intervals] = []
     per_state = {}
-    api = _on_thread(events.runtime, thread)
-    osrt = _on_thread(events.osrt, thread)
     api_cat = _categorize(api["nameId"], lambda i: api_category(api_name(events.name_of(i))))
     # A launch that takes this long is lazy module loading or JIT, not launch overhead.
     slow = (api["end"] - api["start"]).to_numpy() > SLOW_LAUNCH_NS
@@ -348,7 +367,6 @@ def _attribute(
 
     inner_row = np.full(n, -1, dtype=np.int64)
     inner_pattern = np.full(n, NO_RANGE, dtype=object)
-    ranges = _on_thread(events.nvtx, thread)
     if len(ranges):
         r_s, r_e = ranges["start"].to_numpy(), ranges["end"].to_numpy()
         for lo, hi in _pair_chunks(r_s, r_e, g_s, g_e):
@@ -367,13 +385,7 @@ def _pair_chunks(r_s, r_e, g_s, g_e):
     per_gap = np.searchsorted(np.sort(r_s), g_e, side="left") - np.searchsorted(
         np.sort(r_e), g_s, side="right"
     )
-    reach = np.cumsum(np.maximum(per_gap, 1))
-    lo = 0
-    while lo < g_s.size:
-        before = reach[lo - 1] if lo else 0
-        hi = max(int(np.searchsorted(reach, before + budget, side="right")), lo + 1)
-        yield lo, hi
-        lo = hi
+    yield from iv.runs(np.cumsum(np.maximum(per_gap, 1)), budget)
 
 
 def _innermost_holders(r_s, r_e, g_s, g_e) -> tuple[np.ndarray, np.ndarray]:
@@ -408,13 +420,17 @@ def _names_of(events: Events, shown):
 
 
 class _OverlapIndex:
-    """One table's calls in the device's processes, sorted by start, so each of the longest
-    gaps scans only the calls that can reach it. ``names`` gives the names of the values of
-    ``key`` (string ids, NVTX rows)."""
+    """One table's calls in the device's processes that overlap one of the gaps ``within``,
+    sorted by start, so each gap scans only the calls that can reach it. ``names`` gives the
+    names of the values of ``key`` (string ids, NVTX rows)."""
 
-    def __init__(self, df: pd.DataFrame, pids: set[int], key: str, names, events: Events):
-        mine = df[np.isin(pid_of(df["globalTid"]), list(pids))] if pids and len(df) else df
-        mine = mine.sort_values("start", kind="stable")
+    def __init__(self, df, pids: set[int], within: iv.Intervals, key: str, names, events):
+        wanted = np.array(sorted(pids), dtype=np.int64)
+
+        def in_pids(tids):
+            return np.isin(pid_of(tids), wanted) if wanted.size else np.ones(tids.size, bool)
+
+        mine = rows_overlapping(df, within, in_pids).sort_values("start", kind="stable")
         self.events = events
         self.names = names
         self.start = mine["start"].to_numpy()

@@ -121,6 +121,17 @@ def overlap_pairs(starts, ends, seg_starts, seg_ends) -> tuple[np.ndarray, np.nd
     return interval_idx[keep], seg_idx[keep], overlap[keep]
 
 
+def runs(weight: np.ndarray, budget: int):
+    """Runs [lo, hi) of consecutive items whose weights (``weight``: their running total,
+    nondecreasing) add up to at most ``budget``; an item heavier than that is a run alone."""
+    lo = 0
+    while lo < weight.size:
+        before = weight[lo - 1] if lo else 0
+        hi = max(int(np.searchsorted(weight, before + budget, side="right")), lo + 1)
+        yield lo, hi
+        lo = hi
+
+
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """The distinct values, sorted (a sort and a compare: numpy's hashing unique is several
     times slower on millions of int64 timestamps)."""

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nsysprobe import analyze as nsysprobe_analyze
+from nsysprobe.analyses import events as events_module
 from nsysprobe.analyses.account import analyze_account
 from nsysprobe.analyses.communication import collective_of, is_communication_kernel
 from nsysprobe.analyses.events import Events
@@ -470,6 +471,42 @@ def test_a_readback_in_no_step_is_not_counted(build):
     a = the_account(build, ex)
     assert a.ns("readback") == 0
     assert (a.readbacks.count, a.readbacks.total_bytes) == (0, 0)
+
+
+@pytest.mark.parametrize("rows_in_time_order", [True, False], ids=["rows in order", "reversed"])
+@pytest.mark.parametrize("calls_per_sweep", [1 << 20, 1], ids=["one run", "a run per interval"])
+def test_a_drain_chain_over_several_idle_intervals_is_charged_up_to_the_wait(
+    build, monkeypatch, calls_per_sweep, rows_in_time_order
+):
+    #  t (us)  10 30    100      2000 2010   2500 2510 2600  3500 3510 3600  4500 4510   9000
+    #  GPU              [k1 ....)          [k2 )          [k3 )          [k4 .......)
+    #  main    L  [cudaStreamSynchronize)   L               L               L
+    #  steps            [Batch 0 .............................................)[Batch 1)
+    # The thread waited in the sync from 30 to 2000 = 1970 and never gets ahead again, so the
+    # three idle intervals [2000, 2510) [2600, 3510) [3600, 4510) are one episode. In time
+    # order: 10 in the sync, 490 own code, 10 launch (510); 900 own, 10 launch (1420); then
+    # 550 of the own code reach 1970, all sync; the other 350 stay cpu, the last launch 10.
+    # Made a run of intervals at a time, the chain's charge carries from run to run, and so
+    # do the calls and ranges still open.
+    # The export's rows in time order or reversed (tables out of start order are sorted).
+    monkeypatch.setattr(events_module, "CALLS_PER_SWEEP", calls_per_sweep)
+    ex = Export()
+    rows = [
+        lambda: launch(ex, 10, 100, 2000),
+        lambda: ex.api(30 * US, 2010 * US, "cudaStreamSynchronize_v3020"),
+        lambda: launch(ex, 2500, 2510, 2600),
+        lambda: launch(ex, 3500, 3510, 3600),
+        lambda: launch(ex, 4500, 4510, 9000),
+        lambda: ex.nvtx(100 * US, 4510 * US, "Batch 0"),
+        lambda: ex.nvtx(4510 * US, 9000 * US, "Batch 1"),
+    ]
+    for add in rows if rows_in_time_order else rows[::-1]:
+        add()
+    a = the_account(build, ex)
+    assert per_step(a) == [us(compute=2080, sync=1970, cpu=350, launch=10), us(compute=4490)]
+    assert totals(a) == us(compute=6570, sync=1970, cpu=350, launch=10)
+    # The step range open over every run still names the own code in the last one.
+    assert details(a, "cpu") == {"Batch #": 350 * US}
 
 
 def test_allocator_charges_the_free_the_malloc_and_the_work_after(build):

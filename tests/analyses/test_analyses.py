@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from nsysprobe.analyses import events as events_module
 from nsysprobe.analyses import gaps as gaps_module
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import analyze_gaps, device_gaps
@@ -66,7 +67,13 @@ def events(build):
     trace.close()
 
 
-def test_busy_is_a_union_and_gaps_are_attributed(events):
+@pytest.fixture(params=[1 << 20, 2], ids=["one block", "blocks of 2 rows"])
+def rows_per_block(request, monkeypatch):
+    """Tables are read a block of rows at a time; the answers must not depend on the cut."""
+    monkeypatch.setattr(events_module, "ROWS_PER_BLOCK", request.param)
+
+
+def test_busy_is_a_union_and_gaps_are_attributed(events, rows_per_block):
     g = analyze_gaps(events, min_gap_ns=MS)
     (dev,) = g.devices
     assert (dev.busy_ns, dev.kernel_busy_ns, dev.memcpy_busy_ns) == (28 * MS, 22 * MS, 7 * MS)
@@ -108,7 +115,7 @@ def test_copy_compute_overlap_is_union_based(events):
     assert o.overlap_ratio == pytest.approx(2 / 7)
 
 
-def test_osrt_per_function_and_thread_with_time_in_gaps(events):
+def test_osrt_per_function_and_thread_with_time_in_gaps(events, rows_per_block):
     o = analyze_osrt(events, device_gaps(events, MS))
     rows = {(r.function, r.thread.split(" (")[0]): r for r in o.rows}
     munmap_main = rows[("munmap", "main")]
@@ -123,6 +130,33 @@ def test_osrt_per_function_and_thread_with_time_in_gaps(events):
         8 * MS,
     )
     assert o.rows[0].function == "munmap"  # most time in gaps first
+
+
+def test_osrt_figures_add_up_over_many_calls(build, rows_per_block):
+    # 60 calls of two functions on two threads, of every length, some across the gap's edges;
+    # each (function, thread) spans many blocks of 2 rows.
+    ex = Export()
+    ex.kernel(0, 10 * MS, launch_at=0)
+    ex.kernel(30 * MS, 40 * MS, launch_at=29 * MS)
+    calls = []
+    for i in range(60):
+        start, end = i * 650_000, i * 650_000 + (i % 7 + 1) * 400_000
+        name, tid = ("poll", MAIN_TID) if i % 3 else ("munmap", WORKER_TID)
+        ex.osrt(start, end, name, tid=tid)
+        calls.append((name, tid, start, end))
+    with Trace(build(ex)) as trace:
+        events = Events.load(trace)
+        o = analyze_osrt(events, device_gaps(events, MS))
+    got = {(r.function, r.thread): (r.count, r.total_ns, r.max_ns, r.in_gap_ns) for r in o.rows}
+    want = {}
+    for name, tid, start, end in calls:
+        in_gap = max(0, min(end, 30 * MS) - max(start, 10 * MS))
+        count, total, longest, gap = want.get((name, tid), (0, 0, 0, 0))
+        dur = end - start
+        want[(name, tid)] = (count + 1, total + dur, max(longest, dur), gap + in_gap)
+    assert got == {(n, f"thread 4242/{tid}"): v for (n, tid), v in want.items()}
+    by_fn = {f.function: (f.count, f.total_ns, f.max_ns, f.in_gap_ns) for f in o.functions}
+    assert by_fn == {n: v for (n, _), v in want.items()}
 
 
 def test_steps_breakdown(events):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.events import ThreadCalls
 
 SPAN = 60
 
@@ -257,3 +260,37 @@ def test_overlaps_any_matches_pairwise_overlap(ivs, by):
 
 
 _E = np.empty(0, dtype=np.int64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_thread_calls_take_what_overlaps_each_stretch_in_turn(seed):
+    # Calls of two threads, nested and overlapping, in a random row order (or in start order);
+    # stretches of disjoint intervals taken in time order get exactly the overlapping calls
+    # of the thread, by brute force.
+    rng = np.random.default_rng(seed)
+    n = 400
+    start = rng.integers(0, 10_000, n)
+    df = pd.DataFrame(
+        {
+            "start": start,
+            "end": start + rng.integers(0, 3_000, n) * (rng.random(n) < 0.9),
+            "globalTid": rng.choice([7, 9], n),
+        }
+    )
+    if seed % 2:
+        df = df.sort_values("start", kind="stable").reset_index(drop=True)
+    edges = np.sort(rng.choice(np.arange(1, 12_000), 60, replace=False))
+    s, e = edges[0::2], edges[1::2]
+    calls = ThreadCalls(df, 7)
+    for lo, hi in zip(range(0, 30, 4), range(4, 34, 4)):
+        by = (s[lo:hi], e[lo:hi])
+        got = sorted(calls.take(by).index.tolist())
+        want = [
+            i
+            for i, r in df.iterrows()
+            if r.globalTid == 7 and any(r.start < b and r.end > a for a, b in zip(*by))
+        ]
+        assert got == want
+    assert sum(1 for x in df.itertuples() if x.globalTid == 7 and x.start < 5000) == int(
+        calls.started_before(np.array([5000]))[0]
+    )
