@@ -483,10 +483,11 @@ class _ProcessDevice:
         # disjoint: each is cut at the window edges and summed on its own.
         table = np.zeros((self.win_s.size, n_b), dtype=np.int64)
         details: dict[tuple[int, str], int] = {}
-        self._sum_into(table, details, seg_s, seg_e, seg_k, None)
-        readback_bytes, pieces = self._idle_pieces(idle_s, idle_e, hi)
+        self._sum_into(table, details, seg_s, seg_e, seg_k, None, None)
+        del seg_s, seg_e, seg_k, busy_u
+        readback_bytes, texts, pieces = self._idle_pieces(idle_s, idle_e, hi)
         for p_s, p_e, cause, detail in pieces:
-            self._sum_into(table, details, p_s, p_e, cause + len(busy_names), detail)
+            self._sum_into(table, details, p_s, p_e, cause + len(busy_names), detail, texts)
         wall = self.win_e - self.win_s
         return self._result(
             labels,
@@ -499,10 +500,10 @@ class _ProcessDevice:
             readback_bytes,
         )
 
-    def _sum_into(self, table, details, s, e, bucket, detail) -> None:
+    def _sum_into(self, table, details, s, e, bucket, detail, texts) -> None:
         """Add the pieces [s, e) (disjoint, sorted) of ``bucket`` to ``table`` (window x
-        bucket) and, where ``detail`` names one, to ``details``; cut at every window edge, the
-        time outside the windows left out."""
+        bucket) and, where ``detail`` (codes of ``texts``) names one, to ``details``; cut at
+        every window edge, the time outside the windows left out."""
         p_s, p_e, origin, w = iv.split_by(s, e, (self.win_s, self.win_e))
         inside = w >= 0
         dur = (p_e - p_s)[inside]
@@ -512,16 +513,17 @@ class _ProcessDevice:
         table += sums.astype(np.int64).reshape(table.shape)
         if detail is None:
             return
-        # Details as codes into their distinct texts: millions of pieces, few names.
-        codes, texts = pd.factorize(np.asarray(detail, dtype=object)[origin])
-        named = (codes >= 0) & (np.asarray(texts, dtype=object) != "")[np.clip(codes, 0, None)]
+        codes = detail[origin]
+        named = codes >= 0
         if not named.any():
             return
-        key = bucket[origin][named] * len(texts) + codes[named]
+        n_t = len(texts.texts)
+        key = bucket[origin][named] * n_t + codes[named]
         sums = np.bincount(key, weights=dur[named])
         for k in np.flatnonzero(np.bincount(key)).tolist():
-            b, text = divmod(k, len(texts))
-            details[(b, texts[text])] = details.get((b, texts[text]), 0) + int(sums[k])
+            b, text = divmod(k, n_t)
+            name = texts.texts[text]
+            details[(b, name)] = details.get((b, name), 0) + int(sums[k])
 
     def _result(self, labels, n_busy, table, wall, by_detail, layers, busy_names, rb) -> Account:
         total_wall = int(wall.sum())
@@ -704,14 +706,19 @@ class _ProcessDevice:
         drain_cause = np.where(readback, cause["readback"], cat_cause[np.clip(drain_cat, 0, None)])
         drain_cause = np.where(read & ~readback, cause["sync"], drain_cause)
         # Named only where there is a drain: "read back 4 B", "after cudaFree".
-        drain_detail = np.full(n, None, dtype=object)
+        texts = _Texts()
+        drain_detail = np.full(n, -1, dtype=np.int64)
         at = np.flatnonzero(drained)
-        drain_detail[at] = np.where(
-            read[at],
-            _joined(
-                np.full(at.size, "read back", dtype=object), _size_labels(prev_bytes[at]), " {}"
-            ),
-            _joined(np.full(at.size, "after", dtype=object), drain_api[at], " {}"),
+        drain_detail[at] = texts.codes(
+            np.where(
+                read[at],
+                _joined(
+                    np.full(at.size, "read back", dtype=object),
+                    _size_labels(prev_bytes[at]),
+                    " {}",
+                ),
+                _joined(np.full(at.size, "after", dtype=object), drain_api[at], " {}"),
+            )
         )
         del drain_api, at
         episode, chain = self._drain_episodes(idle_s, idle_e, drained)
@@ -721,6 +728,8 @@ class _ProcessDevice:
         readback_bytes = prev_bytes[
             readback & iv.overlaps_any(idle_s, idle_e, (self.win_s, self.win_e))
         ]
+        # What the runs below do not read (a million idle intervals: 8 MB an array).
+        del has_op, known, call_start, prev_dtoh, prev_bytes, drain_cat, drained, readback
         kind_codes = ops["kind"].cat.codes.to_numpy()
         kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
         ovh = self.ev.overhead
@@ -737,7 +746,7 @@ class _ProcessDevice:
                 c = np.asarray(c, dtype=np.int64)
                 c = c if c.shape == s.shape else np.full(s.shape, c, dtype=np.int64)
                 if np.ndim(d) == 0:
-                    d = np.full(s.shape, d, dtype=object)
+                    d = np.full(s.shape, d, dtype=np.int64)
                 if keep.all():  # no copy when none is empty
                     out.append((s, e, c, d, k))
                 else:
@@ -745,19 +754,19 @@ class _ProcessDevice:
 
             # Work issued before the idle began: the GPU started it late, no CPU cause.
             at = lo + np.flatnonzero(queued[lo:hi])
-            emit(idle_s[at], idle_e[at], cause["queued"], "", at)
+            emit(idle_s[at], idle_e[at], cause["queued"], -1, at)
             # After the issuing call began, the idle is the cost of that call, named by the
             # call and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
             at = lo + np.flatnonzero(issued[lo:hi])
             kind_of = np.where(end_copy[at] > 0, kind_codes[first[at]], -1)
             named = _joined(label_at(rt["api"], call[at]), kind_names[kind_of], " ({})")
-            emit(late[at], idle_e[at], cat_cause[cat[at]], named, at)
+            emit(late[at], idle_e[at], cat_cause[cat[at]], texts.codes(named), at)
             del at, kind_of, named
             # Before it, what the issuing thread was doing.
             for thread in np.unique(tid[lo:hi][~queued[lo:hi]]).tolist():
                 sel = lo + np.flatnonzero(~queued[lo:hi] & (tid[lo:hi] == thread))
                 p_s, p_e, p_idx, state, detail = self._thread_states(
-                    calls[thread], idle_s[sel], early_e[sel]
+                    calls[thread], idle_s[sel], early_e[sel], texts
                 )
                 g = sel[p_idx]  # the idle interval of each piece
                 c = np.full(p_s.size, cause["cpu"], dtype=np.int64)
@@ -782,7 +791,7 @@ class _ProcessDevice:
             )
             del parts
             start, end, cause_idx, detail, interval = _overhead_first(
-                overhead, start, end, cause_idx, detail, interval
+                overhead, start, end, cause_idx, detail, interval, texts.code("nsys")
             )
             return _charge_drains(
                 start,
@@ -803,7 +812,7 @@ class _ProcessDevice:
             for lo, hi in sweep([c for t in threads for c in calls[t]], idle_s, idle_e):
                 yield run(lo, hi)
 
-        return readback_bytes, pieces()
+        return readback_bytes, texts, pieces()
 
     def _calls(self, thread: int) -> list[ThreadCalls]:
         """The thread's CUDA API calls, OS-runtime calls and NVTX ranges, to sweep."""
@@ -883,14 +892,15 @@ class _ProcessDevice:
         apis = np.where(inside, label_at(mine["api"], j), "").astype(object)
         return cats, apis, np.where(inside, s[j], at)
 
-    def _thread_states(self, calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):
+    def _thread_states(self, calls: list[ThreadCalls], s, e, texts: _Texts):
         """Split the intervals [s, e) (disjoint, sorted, after those of the last call) by what
         the thread of ``calls`` (``_calls``) was doing.
 
         Returns (starts, ends, interval index, state, detail): ``_API + category`` inside a
         CUDA call (detail: its name),
         ``_OS_WAIT``/``_OS_CALL`` inside an OS call (its name), else ``_OWN``, the thread's
-        own code (detail: its innermost NVTX range, numbers masked)."""
+        own code (detail: its innermost NVTX range, numbers masked); details as codes of
+        ``texts``."""
         keep = e > s
         idx = np.flatnonzero(keep)
         s, e = s[keep], e[keep]
@@ -905,12 +915,13 @@ class _ProcessDevice:
         del points
         mid = p_s + (p_e - p_s) // 2
         state = np.full(p_s.size, _OWN, dtype=np.int64)
-        detail = np.full(p_s.size, NO_RANGE, dtype=object)
+        no_range = texts.code(NO_RANGE)
+        detail = np.full(p_s.size, no_range, dtype=np.int64)
         free = np.ones(p_s.size, dtype=bool)
         j = iv.outermost_cover(rt["start"].to_numpy(), rt["end"].to_numpy(), mid)
         hit = free & (j >= 0)
         state[hit] = _API + rt["cat"].to_numpy()[j[hit]]
-        detail[hit] = label_at(rt["api"], j[hit])
+        detail[hit] = texts.of_category(rt["api"], j[hit])
         free &= ~hit
         j = iv.outermost_cover(os_["start"].to_numpy(), os_["end"].to_numpy(), mid)
         hit = free & (j >= 0)
@@ -922,15 +933,47 @@ class _ProcessDevice:
                 return _OS_WAIT if ev.name_of(i) in OS_WAITS else _OS_CALL
 
             state[hit] = per_distinct(ids, os_state, np.int64)
-            detail[hit] = per_distinct(ids, ev.name_of)
+            detail[hit] = per_distinct(ids, lambda i: texts.code(ev.name_of(i)), np.int64)
             del ids
         free &= ~hit
         del hit
         if free.any() and len(nv):
             j = iv.innermost_cover(nv["start"].to_numpy(), nv["end"].to_numpy(), mid[free])
-            named = label_at(nv["pattern"], np.clip(j, 0, None))
-            detail[free] = np.where(j >= 0, named, NO_RANGE)
+            named = texts.of_category(nv["pattern"], np.clip(j, 0, None))
+            detail[free] = np.where(j >= 0, named, no_range)
         return p_s, p_e, idx[origin], state, detail
+
+
+class _Texts:
+    """The details' texts as codes (-1: none): pieces come by the million, names by the few."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def code(self, text: str | None) -> int:
+        if text is None or text == "":
+            return -1
+        code = self._codes.get(text)
+        if code is None:
+            code = self._codes[text] = len(self.texts)
+            self.texts.append(text)
+        return code
+
+    def codes(self, values: np.ndarray) -> np.ndarray:
+        """The codes of an array of texts (None or "" for none)."""
+        found, distinct = pd.factorize(np.asarray(values, dtype=object))
+        # factorize gives -1 for None: the last entry.
+        return np.array([self.code(t) for t in distinct] + [-1], dtype=np.int64)[found]
+
+    def of_category(self, column: pd.Series, idx: np.ndarray) -> np.ndarray:
+        """The codes of a categorical column's labels at the rows ``idx``."""
+        cats = column.cat.categories
+        return per_distinct(
+            column.cat.codes.to_numpy()[idx],
+            lambda k: self.code(str(cats[k])) if k >= 0 else -1,
+            np.int64,
+        )
 
 
 def _detail_series(details: dict[tuple[int, str], int]) -> pd.Series:
@@ -942,10 +985,10 @@ def _detail_series(details: dict[tuple[int, str], int]) -> pd.Series:
     return pd.Series([details[k] for k in keys], index=index, name="ns", dtype=np.int64)
 
 
-def _overhead_first(overhead: iv.Intervals, s, e, c, d, k):
+def _overhead_first(overhead: iv.Intervals, s, e, c, d, k, nsys: int):
     """Relabel the idle pieces under nsys's own overhead in the process (``overhead``, a
-    union over its threads): it wins over every other cause. Pieces come back in time order,
-    with the idle interval ``k`` of each."""
+    union over its threads): it wins over every other cause, detail ``nsys``. Pieces come back
+    in time order, with the idle interval ``k`` of each."""
     if s.size > 1 and not (s[1:] >= s[:-1]).all():
         order = np.argsort(s, kind="stable")
         s, e, c, d, k = s[order], e[order], c[order], d[order], k[order]
@@ -962,7 +1005,7 @@ def _overhead_first(overhead: iv.Intervals, s, e, c, d, k):
     hit = holder >= 0
     c, d = c[origin], d[origin].copy()
     c[hit] = IDLE_CAUSES.index("profiler_overhead")
-    d[hit] = "nsys"
+    d[hit] = nsys
     return p_s, p_e, c, d, k[origin]
 
 
