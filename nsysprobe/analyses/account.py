@@ -282,6 +282,8 @@ def analyze_account(
             if p == pid:
                 work = _ProcessDevice(events, pid, dev, found, loaders, issued.get(pid))
                 accounts.append(work.account())
+                del work
+        del found  # a process's copy of its ranges: not held while the next one is found
     if not accounts:
         return AccountResult(accounts=(), primary=0)
     # The process and GPU doing the most GPU work (a process that only annotates steps, or

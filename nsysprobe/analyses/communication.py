@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import per_category
+from nsysprobe.analyses.events import per_category, rows_of_thread
 from nsysprobe.trace.reader import pid_of
 
 _KERNEL = re.compile(r"^(?:nccl|rccl|msccl)\w*?kernel", re.IGNORECASE)
@@ -106,18 +106,21 @@ def nccl_issued(
     if not len(ranges):
         return {}
     ranges = ranges.assign(collective=per_category(ranges["pattern"], collective_of))
-    calls = runtime[np.isin(runtime["globalTid"].to_numpy(), ranges["globalTid"].unique())]
+    call_start, call_corr = runtime["start"].to_numpy(), runtime["correlationId"].to_numpy()
     found: dict[int, list[pd.DataFrame]] = {}
     for tid, own in ranges.groupby("globalTid", sort=False):
-        mine = calls[calls["globalTid"].to_numpy() == tid]
-        at = mine["start"].to_numpy()
-        holder = iv.innermost_cover(own["start"].to_numpy(), own["end"].to_numpy(), at)
+        # Only row numbers until the calls inside a range are known: the thread may have made
+        # millions of calls, a few of them inside NCCL's ranges.
+        mine = rows_of_thread(runtime, tid)
+        holder = iv.innermost_cover(
+            own["start"].to_numpy(), own["end"].to_numpy(), call_start[mine]
+        )
         inside = holder >= 0
         if inside.any():
             found.setdefault(int(pid_of(np.array([tid]))[0]), []).append(
                 pd.DataFrame(
                     {
-                        "correlationId": mine["correlationId"].to_numpy()[inside],
+                        "correlationId": call_corr[mine[inside]],
                         "collective": own["collective"].to_numpy()[holder[inside]],
                     }
                 )

@@ -66,6 +66,20 @@ def rows_overlapping(df: pd.DataFrame, by: iv.Intervals, threads) -> pd.DataFram
     return df.iloc[np.concatenate(hits)]
 
 
+def rows_of_thread(df: pd.DataFrame, thread: int) -> np.ndarray:
+    """The row numbers of ``thread``'s rows (``globalTid``) in ``df``, in table order, found a
+    block at a time; 32-bit for tables under 2^31 rows."""
+    tids = df["globalTid"].to_numpy()
+    index = np.int32 if tids.size < 2**31 else np.int64
+    return np.concatenate(
+        [np.empty(0, dtype=index)]
+        + [
+            (np.flatnonzero(tids[lo : lo + ROWS_PER_BLOCK] == thread) + lo).astype(index)
+            for lo in range(0, tids.size, ROWS_PER_BLOCK)
+        ]
+    )
+
+
 class ThreadCalls:
     """One thread's rows of a table (calls, NVTX ranges) in start order, taken a stretch of
     time at a time by ``take``: each stretch holds the rows started in it and those still
@@ -73,16 +87,7 @@ class ThreadCalls:
     held follows the stretch, not the table."""
 
     def __init__(self, df: pd.DataFrame, thread: int):
-        tids = df["globalTid"].to_numpy()
-        # Row numbers of a table under 2^31 rows fit 32 bits: half the memory of 64.
-        index = np.int32 if tids.size < 2**31 else np.int64
-        rows = np.concatenate(
-            [np.empty(0, dtype=index)]
-            + [
-                (np.flatnonzero(tids[lo : lo + ROWS_PER_BLOCK] == thread) + lo).astype(index)
-                for lo in range(0, tids.size, ROWS_PER_BLOCK)
-            ]
-        )
+        rows = rows_of_thread(df, thread)
         self._table_start = df["start"].to_numpy()
         self.start = None  # the rows' starts, kept only when the table is not in start order
         if not _ascending(self._table_start):
@@ -130,6 +135,24 @@ def sweep(calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):
     for c in calls:
         weight += c.started_before(e)
     yield from iv.runs(weight, CALLS_PER_SWEEP)
+
+
+def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
+    """Mask of ranges that no other range of the same ``group`` encloses.
+
+    Sorted by (group, start, longest first), a range is enclosed when an earlier one in its
+    group ends at or after its own end.
+    """
+    if not len(df):
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort((-df["end"].to_numpy(), df["start"].to_numpy(), df[group].to_numpy()))
+    g = df[group].to_numpy()[order]
+    e = df["end"].to_numpy()[order]
+    prev_max = pd.Series(e).groupby(g).cummax().groupby(g).shift(1)
+    enclosed = prev_max.notna().to_numpy() & (prev_max.fillna(0).to_numpy() >= e)
+    mask = np.empty(len(df), dtype=bool)
+    mask[order] = ~enclosed
+    return mask
 
 
 @dataclass
@@ -232,6 +255,11 @@ class Events:
         return iv.union(
             np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         )
+
+    @cached_property
+    def nvtx_top_level(self) -> np.ndarray:
+        """Mask of the NVTX ranges that no other range on their thread encloses."""
+        return top_level(self.nvtx, "globalTid")
 
     @cached_property
     def device_pids(self) -> dict[int, set[int]]:

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nsysprobe.analyses import events as events_module
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, per_category, range_pattern
+from nsysprobe.analyses.events import Events, range_pattern, top_level
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -81,24 +82,6 @@ class StepsResult:
     rows: tuple[StepRow, ...]
 
 
-def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
-    """Mask of ranges that no other range of the same ``group`` encloses.
-
-    Sorted by (group, start, longest first), a range is enclosed when an earlier one in its
-    group ends at or after its own end.
-    """
-    if not len(df):
-        return np.zeros(0, dtype=bool)
-    order = np.lexsort((-df["end"].to_numpy(), df["start"].to_numpy(), df[group].to_numpy()))
-    g = df[group].to_numpy()[order]
-    e = df["end"].to_numpy()[order]
-    prev_max = pd.Series(e).groupby(g).cummax().groupby(g).shift(1)
-    enclosed = prev_max.notna().to_numpy() & (prev_max.fillna(0).to_numpy() >= e)
-    mask = np.empty(len(df), dtype=bool)
-    mask[order] = ~enclosed
-    return mask
-
-
 @dataclass(frozen=True)
 class StepRanges:
     """The step ranges themselves: one thread's ranges of one pattern, in time order."""
@@ -114,9 +97,11 @@ def find_steps(
 ) -> StepRanges | None:
     """The step ranges (see the module docstring), or None when no top-level range repeats.
     ``pid``: look only at that process's ranges (one rank in a report holding several)."""
-    ranges = events.nvtx
+    ranges, top = events.nvtx, events.nvtx_top_level
     if pid is not None:
-        ranges = ranges[pid_of(ranges["globalTid"].to_numpy()) == pid]
+        # Top-level on its thread is top-level in its process: the whole report's mask holds.
+        mine = pid_of(ranges["globalTid"].to_numpy()) == pid
+        ranges, top = ranges[mine], top[mine]
     if not len(ranges):
         if step_range:
             raise InputError(
@@ -124,15 +109,15 @@ def find_steps(
                 f"--trace=nvtx and annotate each step"
             )
         return None
-    tops = ranges[top_level(ranges, "globalTid")]
+    tops = ranges[top]
     chosen = _choose_pattern(tops, step_range)
     if not step_range and (chosen is None or not _is_step_word(chosen)):
         # Steps inside an enclosing range (an ``epoch`` range around them): look below the
-        # top level for a repeating range named like a step.
-        nested = ranges.drop(index=tops.index)
-        inner = _choose_pattern(nested, None)
+        # top level for a repeating range named like a step (without copying the millions
+        # of operator ranges there may be below it).
+        inner = _choose_pattern(ranges, None, rows=~top)
         if inner is not None and _is_step_word(inner):
-            own = nested[nested["pattern"] == inner]
+            own = ranges[~top & (ranges["pattern"] == inner).to_numpy()]
             tops = own[top_level(own, "globalTid")]
             chosen = inner
     if chosen is None:
@@ -209,7 +194,8 @@ def _is_step_word(pattern: str) -> bool:
     return bool(re.search(_STEP_WORD, pattern))
 
 
-def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
+def _choose_pattern(tops: pd.DataFrame, step_range: str | None, rows=None) -> str | None:
+    """The steps' pattern among the ranges ``tops`` (those of them in the mask ``rows``)."""
     if step_range:
         # A range named ``step_range`` (or its pattern) has one of these patterns.
         wanted = {step_range, range_pattern(step_range)}
@@ -221,13 +207,7 @@ def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
                 f"top-level ranges here: {known or 'none'}"
             )
         return str(hits["pattern"].astype(object).value_counts().index[0])
-    # ``_OP_RANGE`` has no digits: a pattern matches it when its names do.
-    candidates = tops[~per_category(tops["pattern"], lambda p: bool(re.search(_OP_RANGE, p)), bool)]
-    candidates = candidates.assign(dur=candidates["end"] - candidates["start"])
-    grouped = candidates.groupby(["pattern", "globalTid"], observed=True)
-    table = grouped.agg(
-        count=("dur", "size"), total=("dur", "sum"), first=("start", "min"), last=("end", "max")
-    ).reset_index()
+    table = _per_pattern_and_thread(tops, rows)
     table["coverage"] = table["total"] / (table["last"] - table["first"]).clip(lower=1)
     table = table[(table["count"] >= 2) & (table["coverage"] >= MIN_STEP_COVERAGE)]
     if not len(table):
@@ -237,6 +217,47 @@ def _choose_pattern(tops: pd.DataFrame, step_range: str | None) -> str | None:
     table["numbered"] = table["pattern"].str.contains("#", regex=False)
     table = table.sort_values(["step_word", "training", "numbered", "total"], ascending=False)
     return str(table["pattern"].iat[0])
+
+
+def _per_pattern_and_thread(ranges: pd.DataFrame, rows=None) -> pd.DataFrame:
+    """count, total (ns), first (start) and last (end) of the ranges (those in the mask
+    ``rows``) per (pattern, globalTid), sorted by both, operator ranges (``_OP_RANGE``) left
+    out: summed a block of rows at a time, then over the blocks (millions of ``aten::``
+    ranges, a few hundred groups)."""
+    # ``_OP_RANGE`` has no digits: a pattern matches it when its names do.
+    cats = ranges["pattern"].cat.categories
+    op = np.array([bool(re.search(_OP_RANGE, str(c))) for c in cats] + [True], dtype=bool)
+    codes = ranges["pattern"].cat.codes.to_numpy()
+    tids, start, end = (ranges[c].to_numpy() for c in ("globalTid", "start", "end"))
+    parts, block = [], events_module.ROWS_PER_BLOCK
+    for lo in range(0, max(len(ranges), 1), block):
+        sl = slice(lo, lo + block)
+        keep = ~op[codes[sl]] if rows is None else ~op[codes[sl]] & rows[sl]
+        part = pd.DataFrame(
+            {
+                "code": codes[sl][keep],
+                "globalTid": tids[sl][keep],
+                "dur": (end[sl] - start[sl])[keep],
+                "start": start[sl][keep],
+                "end": end[sl][keep],
+            }
+        )
+        parts.append(
+            part.groupby(["code", "globalTid"]).agg(
+                count=("dur", "size"),
+                total=("dur", "sum"),
+                first=("start", "min"),
+                last=("end", "max"),
+            )
+        )
+    table = pd.concat(parts) if len(parts) > 1 else parts[0]
+    if len(parts) > 1:
+        table = table.groupby(level=["code", "globalTid"]).agg(
+            {"count": "sum", "total": "sum", "first": "min", "last": "max"}
+        )
+    table = table.reset_index()
+    table.insert(0, "pattern", np.asarray(cats, dtype=object)[table.pop("code").to_numpy()])
+    return table
 
 
 def _children(ranges: pd.DataFrame, steps: pd.DataFrame) -> dict[int, dict[str, int]]:

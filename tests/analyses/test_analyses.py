@@ -326,6 +326,20 @@ def test_a_gpu_shared_by_two_processes_is_flagged(build):
     assert "GPU 1" not in found["gpu_shared"].message
 
 
+@pytest.mark.parametrize("spacing_ms, found", [(10, True), (13, False)])
+def test_steps_must_cover_half_their_span(build, rows_per_block, spacing_ms, found):
+    # Ten "Batch i" ranges of 6 ms every 10 ms cover 60 of 96 ms (0.63): steps; every 13 ms,
+    # 60 of 123 ms (0.49): not steps. Counted over blocks of 2 rows, the same.
+    ex = Export()
+    for i in range(10):
+        ex.nvtx(i * spacing_ms * MS, (i * spacing_ms + 6) * MS, f"Batch {i}")
+    with Trace(build(ex)) as trace:
+        steps = analyze_steps(Events.load(trace))
+    assert (steps is not None) == found
+    if found:
+        assert (steps.range_pattern, steps.count, steps.median_step_ns) == ("Batch #", 10, 6 * MS)
+
+
 @pytest.mark.parametrize("evaluation", ["val step", "eval_step", "test iteration"])
 def test_training_steps_win_over_a_longer_evaluation_loop(build, evaluation):
     """10 training steps of 100 us, then 40 evaluation steps of 50 us: both repeat and are
