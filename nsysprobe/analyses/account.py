@@ -62,6 +62,7 @@ Medians are over steps; shares are of the summed wall time of the steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -100,6 +101,8 @@ KEPT_AFTER_DRAINS = ("queued", "profiler_overhead", "loading", "loader_wait", "o
 # cuda_memcpy_sync rule leaves out copies of 64,000 bytes or less).
 READBACK_MIN_BYTES = 64_000
 STEP_ROWS_LISTED = 2_000
+# Idle intervals whose figures are made at once (``_interval_facts``), a few MB each.
+INTERVALS_PER_RUN = 1 << 18
 DETAILS_LISTED = 6
 NO_RANGE = "(no NVTX range)"
 
@@ -637,110 +640,52 @@ class _ProcessDevice:
         return int(src["globalTid"].value_counts().index[0])
 
     def _idle_pieces(self, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
-        """Idle intervals -> the bytes of each read-back that drained the GPU, and the labeled
-        pieces of the intervals: runs of (start, end, cause, detail) arrays in time order,
-        cause an index into IDLE_CAUSES. Each interval gets its figures here; its pieces are
-        made a run of intervals at a time (``sweep``), since a thread with millions of calls
-        cuts the idle time into tens of millions of pieces."""
-        ops, rt = self.ops, self.runtime
-        n = idle_s.size
-        cause = {name: i for i, name in enumerate(IDLE_CAUSES)}
-        op_start, op_end = ops["start"].to_numpy(), ops["end"].to_numpy()
-        last = max(len(ops) - 1, 0)
-        # The operation that ends each idle interval starts at its end ...
-        first = np.searchsorted(op_start, idle_e, side="left")
-        has_op = (first < len(ops)) & (idle_e < hi)
-        has_op[has_op] = op_start[first[has_op]] == idle_e[has_op]
-        first = np.clip(first, 0, last)
-        # ... and the API call that issued it has its correlation id (ids are per process).
-        call = _lookup(rt["correlationId"].to_numpy(), ops["correlationId"].to_numpy()[first])
-        known = has_op & (call >= 0)
-        call = np.clip(call, 0, max(len(rt) - 1, 0))
-        home = self._home_thread()
-        call_start = np.where(known, rt["start"].to_numpy()[call] if len(rt) else 0, idle_e)
-        tid = np.where(known, rt["globalTid"].to_numpy()[call] if len(rt) else home, home)
-        cat = np.where(known, rt["cat"].to_numpy()[call] if len(rt) else _OTHER, _OTHER)
-        if not len(rt):
-            known[:] = False
-        copy_code = ops["copy"].cat.codes.to_numpy()
-        copy_names = list(ops["copy"].cat.categories)
-        htod = copy_names.index("HtoD") if "HtoD" in copy_names else -2
-        dtoh = copy_names.index("DtoH") if "DtoH" in copy_names else -2
-        end_copy = np.where(has_op, copy_code[first], 0) if len(ops) else first
-        # The step's input: a host-to-device copy ends loading. With DataLoader workers in
-        # the report, only the step's first copy is its batch (the workers make the batches;
-        # later copies carry what the step's own code made).
-        is_input = copy_code == htod
-        if self.loaders and self.step_thread is not None:
-            is_input = self._first_htod(is_input)
-        input_copy = has_op & is_input[first] if len(ops) else has_op
-        # The operation that ran just before each idle interval ends at its start.
-        by_end = np.argsort(op_end, kind="stable")
-        j = np.clip(np.searchsorted(op_end[by_end], idle_s, side="left"), 0, last)
-        prev = by_end[j] if len(ops) else j
-        del by_end, j
-        before = (op_end[prev] == idle_s) if len(ops) else np.zeros(n, dtype=bool)
-        prev_dtoh = before & (copy_code[prev] == dtoh) if len(ops) else before
-        prev_bytes = np.where(before, ops["bytes"].to_numpy()[prev], 0) if len(ops) else prev
-        del prev, before
+        """Idle intervals -> the bytes of each read-back that drained the GPU, the details'
+        texts, and the labeled pieces of the intervals: runs of (start, end, cause, detail)
+        arrays in time order, cause an index into IDLE_CAUSES, detail a code of the texts.
 
-        # Per interval: what it is, before any piece is made (cheap: one value each).
-        queued = known & (call_start < idle_s)
-        issued = known & ~queued
-        late = np.maximum(idle_s, call_start)
-        cat_cause = np.array([cause[_CATEGORY_CAUSE[k]] for k in range(len(_CATEGORY_CAUSE))])
-        early_e = np.minimum(idle_e, call_start)
-        short = (idle_e - idle_s) < LAUNCH_GAP_NS
-        launched = known & (cat == _LAUNCH)
-        drain_cat = np.full(n, -1, dtype=np.int64)
-        drain_api = np.full(n, "", dtype=object)
-        waited = np.zeros(n, dtype=np.int64)
-        threads = np.unique(tid[~queued]).tolist()
-        for thread in threads:
-            sel = np.flatnonzero(~queued & (tid == thread))
-            drain_cat[sel], drain_api[sel], began = self._drains(int(thread), idle_s[sel])
-            waited[sel] = np.where(drain_cat[sel] >= 0, idle_s[sel] - began, 0)
-        drained = (drain_cat >= 0) & ~queued
-        # A drain after a device-to-host copy is a read-back; one of a few bytes (.item()) is
-        # a synchronization whose copy costs nothing.
-        read = drained & prev_dtoh & np.isin(drain_cat, (_SYNC, _COPY))
-        readback = read & (prev_bytes >= READBACK_MIN_BYTES)
-        drain_cause = np.where(readback, cause["readback"], cat_cause[np.clip(drain_cat, 0, None)])
-        drain_cause = np.where(read & ~readback, cause["sync"], drain_cause)
-        # Named only where there is a drain: "read back 4 B", "after cudaFree".
+        Two passes over runs of intervals, so that what is held grows with a run, not with
+        the millions of idle intervals of a kernel-heavy capture: the first finds the drains
+        (their chains of episodes span runs), the second makes the pieces (``sweep``: a
+        thread with millions of calls cuts the idle time into tens of millions of them),
+        the figures of each run's intervals made again as it goes."""
+        n = idle_s.size
         texts = _Texts()
-        drain_detail = np.full(n, -1, dtype=np.int64)
-        at = np.flatnonzero(drained)
-        drain_detail[at] = texts.codes(
-            np.where(
-                read[at],
-                _joined(
-                    np.full(at.size, "read back", dtype=object),
-                    _size_labels(prev_bytes[at]),
-                    " {}",
-                ),
-                _joined(np.full(at.size, "after", dtype=object), drain_api[at], " {}"),
-            )
+        facts = self._interval_facts(idle_s, idle_e, hi, texts)
+        drained = np.zeros(n, dtype=bool)
+        waited, drain_cause, drain_detail, readback_bytes = [], [], [], []
+        threads: set[int] = set()
+        for lo in range(0, n, INTERVALS_PER_RUN):
+            f = facts(lo, min(lo + INTERVALS_PER_RUN, n))
+            drained[lo : lo + f.n] = f.drained
+            waited.append(f.waited[f.drained])
+            drain_cause.append(f.drain_cause[f.drained])
+            drain_detail.append(f.drain_detail[f.drained])
+            readback_bytes.append(f.readback_bytes)
+            threads.update(np.unique(f.tid[~f.queued]).tolist())
+        # Per drain (in time order): its cause, its detail, and the time its thread waited.
+        waited, drain_cause, drain_detail, readback_bytes = (
+            np.concatenate([np.empty(0, dtype=np.int64), *x])
+            for x in (waited, drain_cause, drain_detail, readback_bytes)
         )
-        del drain_api, at
         episode, chain = self._drain_episodes(idle_s, idle_e, drained)
-        has_chain = drained & (chain >= 0)
-        budget = np.bincount(chain[has_chain], weights=waited[has_chain]).astype(np.int64)
-        del waited, has_chain
-        readback_bytes = prev_bytes[
-            readback & iv.overlaps_any(idle_s, idle_e, (self.win_s, self.win_e))
-        ]
-        # What the runs below do not read (a million idle intervals: 8 MB an array).
-        del has_op, known, call_start, prev_dtoh, prev_bytes, drain_cat, drained, readback
+        of_drain = chain[drained]
+        ok = of_drain >= 0
+        budget = np.bincount(of_drain[ok], weights=waited[ok]).astype(np.int64)
+        del drained, waited
+        cause = {name: i for i, name in enumerate(IDLE_CAUSES)}
+        cat_cause = _cat_cause()
+        ops, rt = self.ops, self.runtime
         kind_codes = ops["kind"].cat.codes.to_numpy()
         kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
         ovh = self.ev.overhead
         ovh = ovh[pid_of(ovh["globalTid"]) == self.pid]
         overhead = iv.union(ovh["start"], ovh["end"])
-        calls = {t: self._calls(int(t)) for t in threads}
+        calls = {t: self._calls(int(t)) for t in sorted(threads)}
 
         def run(lo: int, hi: int):
             """The pieces of the intervals [lo, hi), in time order."""
+            f = facts(lo, hi)
             out: list[tuple] = []
 
             def emit(s, e, c, d, k):
@@ -754,38 +699,42 @@ class _ProcessDevice:
                 else:
                     out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
 
+            i_s, i_e = idle_s[lo:hi], idle_e[lo:hi]
             # Work issued before the idle began: the GPU started it late, no CPU cause.
-            at = lo + np.flatnonzero(queued[lo:hi])
-            emit(idle_s[at], idle_e[at], cause["queued"], -1, at)
+            at = np.flatnonzero(f.queued)
+            emit(i_s[at], i_e[at], cause["queued"], -1, at)
             # After the issuing call began, the idle is the cost of that call, named by the
             # call and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
-            at = lo + np.flatnonzero(issued[lo:hi])
-            kind_of = np.where(end_copy[at] > 0, kind_codes[first[at]], -1)
-            named = _joined(label_at(rt["api"], call[at]), kind_names[kind_of], " ({})")
-            emit(late[at], idle_e[at], cat_cause[cat[at]], texts.codes(named), at)
-            del at, kind_of, named
+            at = np.flatnonzero(f.issued)
+            kind_of = np.where(f.end_copy[at] > 0, kind_codes[f.first[at]], -1)
+            named = _joined(label_at(rt["api"], f.call[at]), kind_names[kind_of], " ({})")
+            late = np.maximum(i_s[at], f.call_start[at])
+            emit(late, i_e[at], cat_cause[f.cat[at]], texts.codes(named), at)
+            del at, kind_of, named, late
             # Before it, what the issuing thread was doing.
-            for thread in np.unique(tid[lo:hi][~queued[lo:hi]]).tolist():
-                sel = lo + np.flatnonzero(~queued[lo:hi] & (tid[lo:hi] == thread))
+            early_e = np.minimum(i_e, f.call_start)
+            for thread in np.unique(f.tid[~f.queued]).tolist():
+                sel = np.flatnonzero(~f.queued & (f.tid == thread))
                 p_s, p_e, p_idx, state, detail = self._thread_states(
-                    calls[thread], idle_s[sel], early_e[sel], texts
+                    calls[thread], i_s[sel], early_e[sel], texts
                 )
-                g = sel[p_idx]  # the idle interval of each piece
+                g = sel[p_idx]  # the idle interval of each piece (in this run)
                 c = np.full(p_s.size, cause["cpu"], dtype=np.int64)
                 own = state == _OWN
-                c[own & input_copy[g]] = cause["loading"]
-                c[own & short[g] & launched[g] & ~input_copy[g]] = cause["launch"]
+                loading = f.input_copy[g]
+                c[own & loading] = cause["loading"]
+                c[own & f.short[g] & f.launched[g] & ~loading] = cause["launch"]
                 wait = state == _OS_WAIT
-                c[wait] = np.where(input_copy[g][wait], cause["loader_wait"], cause["os_wait"])
+                c[wait] = np.where(loading[wait], cause["loader_wait"], cause["os_wait"])
                 c[state == _OS_CALL] = cause["os_call"]
                 in_api = state >= _API
                 c[in_api] = cat_cause[state[in_api] - _API]
                 # Inside the call that read back, the wait is the read-back's.
-                rb = read[g] & ((state == _API + _SYNC) | (state == _API + _COPY))
-                c[rb] = drain_cause[g][rb]
-                detail[rb] = drain_detail[g][rb]
+                rb = f.read[g] & ((state == _API + _SYNC) | (state == _API + _COPY))
+                c[rb] = f.drain_cause[g][rb]
+                detail[rb] = f.drain_detail[g][rb]
                 emit(p_s, p_e, c, detail, g)
-                del p_s, p_e, p_idx, state, detail, g, c, own, wait, in_api, rb
+                del p_s, p_e, p_idx, state, detail, g, c, own, loading, wait, in_api, rb
             parts = list(zip(*out))
             out.clear()
             start, end, cause_idx, detail, interval = (
@@ -793,7 +742,7 @@ class _ProcessDevice:
             )
             del parts
             start, end, cause_idx, detail, interval = _overhead_first(
-                overhead, start, end, cause_idx, detail, interval, texts.code("nsys")
+                overhead, start, end, cause_idx, detail, interval + lo, texts.code("nsys")
             )
             return _charge_drains(
                 start,
@@ -811,10 +760,124 @@ class _ProcessDevice:
         spent = [-1, 0]  # the chain of drains under way between runs, and its time so far
 
         def pieces():
-            for lo, hi in sweep([c for t in threads for c in calls[t]], idle_s, idle_e):
+            for lo, hi in sweep([c for t in sorted(threads) for c in calls[t]], idle_s, idle_e):
                 yield run(lo, hi)
 
         return readback_bytes, texts, pieces()
+
+    def _interval_facts(self, idle_s: np.ndarray, idle_e: np.ndarray, hi: int, texts: _Texts):
+        """facts(lo, hi) -> what is known of each idle interval of [lo, hi) before it is cut
+        into pieces: the operation ending it (``first``), the call that issued that
+        (``call``, ``call_start``, ``tid``, ``cat``; ``queued`` when issued before the idle
+        began, else ``issued``), its copy (``end_copy``, ``input_copy``), ``short`` and
+        ``launched`` stretches, and the drain (``drained``, ``waited``, ``read``,
+        ``drain_cause``, ``drain_detail`` as a code of ``texts``, ``readback_bytes`` of the
+        read-backs in a window)."""
+        ops, rt = self.ops, self.runtime
+        cause = {name: i for i, name in enumerate(IDLE_CAUSES)}
+        cat_cause = _cat_cause()
+        op_start, op_end = ops["start"].to_numpy(), ops["end"].to_numpy()
+        op_corr, op_bytes = ops["correlationId"].to_numpy(), ops["bytes"].to_numpy()
+        rt_corr, rt_start = rt["correlationId"].to_numpy(), rt["start"].to_numpy()
+        rt_tid, rt_cat = rt["globalTid"].to_numpy(), rt["cat"].to_numpy()
+        last = max(len(ops) - 1, 0)
+        home = self._home_thread()
+        copy_code = ops["copy"].cat.codes.to_numpy()
+        copy_names = list(ops["copy"].cat.categories)
+        htod = copy_names.index("HtoD") if "HtoD" in copy_names else -2
+        dtoh = copy_names.index("DtoH") if "DtoH" in copy_names else -2
+        # The step's input: a host-to-device copy ends loading. With DataLoader workers in
+        # the report, only the step's first copy is its batch (the workers make the batches;
+        # later copies carry what the step's own code made).
+        is_input = copy_code == htod
+        if self.loaders and self.step_thread is not None:
+            is_input = self._first_htod(is_input)
+        by_end = np.argsort(op_end, kind="stable")
+        end_sorted = op_end[by_end]
+        draining: dict[int, tuple] = {}  # thread -> its draining calls (``_draining_calls``)
+
+        def facts(lo: int, hi_: int) -> SimpleNamespace:
+            s, e = idle_s[lo:hi_], idle_e[lo:hi_]
+            m = s.size
+            # The operation that ends each idle interval starts at its end ...
+            first = np.searchsorted(op_start, e, side="left")
+            has_op = (first < len(ops)) & (e < hi)
+            has_op[has_op] = op_start[first[has_op]] == e[has_op]
+            first = np.clip(first, 0, last)
+            # ... and the API call that issued it has its correlation id (per process).
+            call = _lookup(rt_corr, op_corr[first])
+            known = has_op & (call >= 0)
+            call = np.clip(call, 0, max(len(rt) - 1, 0))
+            call_start = np.where(known, rt_start[call] if len(rt) else 0, e)
+            tid = np.where(known, rt_tid[call] if len(rt) else home, home)
+            cat = np.where(known, rt_cat[call] if len(rt) else _OTHER, _OTHER)
+            if not len(rt):
+                known[:] = False
+            end_copy = np.where(has_op, copy_code[first], 0) if len(ops) else first
+            input_copy = has_op & is_input[first] if len(ops) else has_op
+            # The operation that ran just before each idle interval ends at its start.
+            j = np.clip(np.searchsorted(end_sorted, s, side="left"), 0, last)
+            prev = by_end[j] if len(ops) else j
+            before = (op_end[prev] == s) if len(ops) else np.zeros(m, dtype=bool)
+            prev_dtoh = before & (copy_code[prev] == dtoh) if len(ops) else before
+            prev_bytes = np.where(before, op_bytes[prev], 0) if len(ops) else prev
+            del j, prev, before
+            queued = known & (call_start < s)
+            drain_cat = np.full(m, -1, dtype=np.int64)
+            drain_api = np.full(m, "", dtype=object)
+            waited = np.zeros(m, dtype=np.int64)
+            for thread in np.unique(tid[~queued]).tolist():
+                sel = np.flatnonzero(~queued & (tid == thread))
+                if thread not in draining:
+                    draining[thread] = self._draining_calls(thread)
+                drain_cat[sel], drain_api[sel], began = _drains(draining[thread], s[sel])
+                waited[sel] = np.where(drain_cat[sel] >= 0, s[sel] - began, 0)
+            drained = (drain_cat >= 0) & ~queued
+            # A drain after a device-to-host copy is a read-back; one of a few bytes (.item())
+            # is a synchronization whose copy costs nothing.
+            read = drained & prev_dtoh & np.isin(drain_cat, (_SYNC, _COPY))
+            readback = read & (prev_bytes >= READBACK_MIN_BYTES)
+            drain_cause = np.where(
+                readback, cause["readback"], cat_cause[np.clip(drain_cat, 0, None)]
+            )
+            drain_cause = np.where(read & ~readback, cause["sync"], drain_cause)
+            # Named only where there is a drain: "read back 4 B", "after cudaFree".
+            drain_detail = np.full(m, -1, dtype=np.int64)
+            at = np.flatnonzero(drained)
+            drain_detail[at] = texts.codes(
+                np.where(
+                    read[at],
+                    _joined(
+                        np.full(at.size, "read back", dtype=object),
+                        _size_labels(prev_bytes[at]),
+                        " {}",
+                    ),
+                    _joined(np.full(at.size, "after", dtype=object), drain_api[at], " {}"),
+                )
+            )
+            in_window = iv.overlaps_any(s, e, (self.win_s, self.win_e))
+            return SimpleNamespace(
+                n=m,
+                first=first,
+                call=call,
+                call_start=call_start,
+                tid=tid,
+                cat=cat,
+                queued=queued,
+                issued=known & ~queued,
+                end_copy=end_copy,
+                input_copy=input_copy,
+                short=(e - s) < LAUNCH_GAP_NS,
+                launched=known & (cat == _LAUNCH),
+                drained=drained,
+                waited=waited,
+                read=read,
+                drain_cause=drain_cause,
+                drain_detail=drain_detail,
+                readback_bytes=prev_bytes[readback & in_window],
+            )
+
+        return facts
 
     def _calls(self, thread: int) -> list[ThreadCalls]:
         """The thread's CUDA API calls, OS-runtime calls and NVTX ranges, to sweep."""
@@ -836,8 +899,8 @@ class _ProcessDevice:
     def _drain_episodes(
         self, idle_s: np.ndarray, idle_e: np.ndarray, drained: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Per idle interval, the latest drained interval whose episode it belongs to (or
-        -1), and the chain of that episode.
+        """Per idle interval, the latest drain whose episode it belongs to (its number among
+        the drained intervals, in time order; -1 for none), and the chain of that episode.
 
         After a call drains the GPU, the queue is empty and the GPU idles between the
         thread's next launches until the thread gets ahead again: until it issues an
@@ -874,25 +937,17 @@ class _ProcessDevice:
         latest = np.maximum.accumulate(latest)
         j = np.clip(latest, 0, None)
         inside = (latest >= 0) & (idle_s < caught[j])
-        episode[inside] = d_idx[j[inside]]
+        episode[inside] = j[inside]
         chain[inside] = chains[j[inside]]
         return episode, chain
 
-    def _drains(self, thread: int, at: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Per time: the category, API and start of a draining call (sync, copy, allocator)
-        the thread was inside at that time, begun before it; -1, '' and the time when none."""
+    def _draining_calls(self, thread: int) -> tuple[np.ndarray, ...]:
+        """The thread's calls that can drain the GPU (sync, copy, allocator): start, end,
+        category and API name, by start."""
         rt = self.runtime
         mine = rt[(rt["globalTid"].to_numpy() == thread) & np.isin(rt["cat"], _DRAINING)]
-        if not len(mine):
-            return np.full(at.size, -1, dtype=np.int64), np.full(at.size, "", dtype=object), at
-        s, e = mine["start"].to_numpy(), mine["end"].to_numpy()
-        j = iv.outermost_cover(s, e, at)
-        inside = j >= 0
-        j = np.clip(j, 0, None)
-        inside &= s[j] < at
-        cats = np.where(inside, mine["cat"].to_numpy()[j], -1).astype(np.int64)
-        apis = np.where(inside, label_at(mine["api"], j), "").astype(object)
-        return cats, apis, np.where(inside, s[j], at)
+        apis = label_at(mine["api"], np.arange(len(mine))).astype(object)
+        return mine["start"].to_numpy(), mine["end"].to_numpy(), mine["cat"].to_numpy(), apis
 
     def _thread_states(self, calls: list[ThreadCalls], s, e, texts: _Texts):
         """Split the intervals [s, e) (disjoint, sorted, after those of the last call) by what
@@ -978,6 +1033,26 @@ class _Texts:
         )
 
 
+def _drains(draining: tuple[np.ndarray, ...], at: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per time: the category, API and start of the draining call (``_draining_calls``) the
+    thread was inside at that time, begun before it; -1, '' and the time when none."""
+    s, e, cat, api = draining
+    if not s.size:
+        return np.full(at.size, -1, dtype=np.int64), np.full(at.size, "", dtype=object), at
+    j = iv.outermost_cover(s, e, at)
+    inside = j >= 0
+    j = np.clip(j, 0, None)
+    inside &= s[j] < at
+    cats = np.where(inside, cat[j], -1).astype(np.int64)
+    apis = np.where(inside, api[j], "").astype(object)
+    return cats, apis, np.where(inside, s[j], at)
+
+
+def _cat_cause() -> np.ndarray:
+    """The idle cause (index into IDLE_CAUSES) of each API category."""
+    return np.array([IDLE_CAUSES.index(_CATEGORY_CAUSE[k]) for k in range(len(_CATEGORY_CAUSE))])
+
+
 def _detail_series(details: dict[tuple[int, str], int]) -> pd.Series:
     """ns per (bucket, detail text) as a Series indexed by both, in sorted order."""
     keys = sorted(details, key=lambda k: (k[0], str(k[1])))
@@ -1017,7 +1092,8 @@ def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail
     the host work would have overlapped the GPU's queued work, and no more. Each piece goes
     to the latest drain before it; pieces in no episode, nsys's overhead and ``queued`` time
     keep their cause; a piece that straddles the limit is split there. ``s`` must be in time
-    order. The pieces may come a run at a time: ``spent`` is [the chain under way when the
+    order; ``episode`` numbers the drains, ``drain_cause`` and ``drain_detail`` hold one value
+    per drain. The pieces may come a run at a time: ``spent`` is [the chain under way when the
     last run ended, the time it was charged so far], and is brought up to date."""
     fixed = tuple(IDLE_CAUSES.index(x) for x in KEPT_AFTER_DRAINS)
     idx = np.flatnonzero((episode >= 0) & ~np.isin(c, fixed))
