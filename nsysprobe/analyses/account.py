@@ -154,6 +154,9 @@ _CATEGORY_CAUSE = {
     _OTHER: "cuda_api",
     _MODULE: "module_loading",
 }
+_CAUSE = {name: i for i, name in enumerate(IDLE_CAUSES)}  # cause -> its index
+# API category -> the index of its idle cause.
+_CAT_CAUSE = np.array([_CAUSE[_CATEGORY_CAUSE[k]] for k in range(len(_CATEGORY_CAUSE))])
 
 
 @dataclass(frozen=True)
@@ -673,8 +676,6 @@ class _ProcessDevice:
         ok = of_drain >= 0
         budget = np.bincount(of_drain[ok], weights=waited[ok]).astype(np.int64)
         del drained, waited
-        cause = {name: i for i, name in enumerate(IDLE_CAUSES)}
-        cat_cause = _cat_cause()
         ops, rt = self.ops, self.runtime
         kind_codes = ops["kind"].cat.codes.to_numpy()
         kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
@@ -702,14 +703,14 @@ class _ProcessDevice:
             i_s, i_e = idle_s[lo:hi], idle_e[lo:hi]
             # Work issued before the idle began: the GPU started it late, no CPU cause.
             at = np.flatnonzero(f.queued)
-            emit(i_s[at], i_e[at], cause["queued"], -1, at)
+            emit(i_s[at], i_e[at], _CAUSE["queued"], -1, at)
             # After the issuing call began, the idle is the cost of that call, named by the
             # call and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
             at = np.flatnonzero(f.issued)
             kind_of = np.where(f.end_copy[at] > 0, kind_codes[f.first[at]], -1)
             named = _joined(label_at(rt["api"], f.call[at]), kind_names[kind_of], " ({})")
             late = np.maximum(i_s[at], f.call_start[at])
-            emit(late, i_e[at], cat_cause[f.cat[at]], texts.codes(named), at)
+            emit(late, i_e[at], _CAT_CAUSE[f.cat[at]], texts.codes(named), at)
             del at, kind_of, named, late
             # Before it, what the issuing thread was doing.
             early_e = np.minimum(i_e, f.call_start)
@@ -719,16 +720,16 @@ class _ProcessDevice:
                     calls[thread], i_s[sel], early_e[sel], texts
                 )
                 g = sel[p_idx]  # the idle interval of each piece (in this run)
-                c = np.full(p_s.size, cause["cpu"], dtype=np.int64)
+                c = np.full(p_s.size, _CAUSE["cpu"], dtype=np.int64)
                 own = state == _OWN
                 loading = f.input_copy[g]
-                c[own & loading] = cause["loading"]
-                c[own & f.short[g] & f.launched[g] & ~loading] = cause["launch"]
+                c[own & loading] = _CAUSE["loading"]
+                c[own & f.short[g] & f.launched[g] & ~loading] = _CAUSE["launch"]
                 wait = state == _OS_WAIT
-                c[wait] = np.where(loading[wait], cause["loader_wait"], cause["os_wait"])
-                c[state == _OS_CALL] = cause["os_call"]
+                c[wait] = np.where(loading[wait], _CAUSE["loader_wait"], _CAUSE["os_wait"])
+                c[state == _OS_CALL] = _CAUSE["os_call"]
                 in_api = state >= _API
-                c[in_api] = cat_cause[state[in_api] - _API]
+                c[in_api] = _CAT_CAUSE[state[in_api] - _API]
                 # Inside the call that read back, the wait is the read-back's.
                 rb = f.read[g] & ((state == _API + _SYNC) | (state == _API + _COPY))
                 c[rb] = f.drain_cause[g][rb]
@@ -774,8 +775,6 @@ class _ProcessDevice:
         ``drain_cause``, ``drain_detail`` as a code of ``texts``, ``readback_bytes`` of the
         read-backs in a window)."""
         ops, rt = self.ops, self.runtime
-        cause = {name: i for i, name in enumerate(IDLE_CAUSES)}
-        cat_cause = _cat_cause()
         op_start, op_end = ops["start"].to_numpy(), ops["end"].to_numpy()
         op_corr, op_bytes = ops["correlationId"].to_numpy(), ops["bytes"].to_numpy()
         rt_corr, rt_start = rt["correlationId"].to_numpy(), rt["start"].to_numpy()
@@ -838,9 +837,9 @@ class _ProcessDevice:
             read = drained & prev_dtoh & np.isin(drain_cat, (_SYNC, _COPY))
             readback = read & (prev_bytes >= READBACK_MIN_BYTES)
             drain_cause = np.where(
-                readback, cause["readback"], cat_cause[np.clip(drain_cat, 0, None)]
+                readback, _CAUSE["readback"], _CAT_CAUSE[np.clip(drain_cat, 0, None)]
             )
-            drain_cause = np.where(read & ~readback, cause["sync"], drain_cause)
+            drain_cause = np.where(read & ~readback, _CAUSE["sync"], drain_cause)
             # Named only where there is a drain: "read back 4 B", "after cudaFree".
             drain_detail = np.full(m, -1, dtype=np.int64)
             at = np.flatnonzero(drained)
@@ -1046,11 +1045,6 @@ def _drains(draining: tuple[np.ndarray, ...], at: np.ndarray) -> tuple[np.ndarra
     cats = np.where(inside, cat[j], -1).astype(np.int64)
     apis = np.where(inside, api[j], "").astype(object)
     return cats, apis, np.where(inside, s[j], at)
-
-
-def _cat_cause() -> np.ndarray:
-    """The idle cause (index into IDLE_CAUSES) of each API category."""
-    return np.array([IDLE_CAUSES.index(_CATEGORY_CAUSE[k]) for k in range(len(_CATEGORY_CAUSE))])
 
 
 def _detail_series(details: dict[tuple[int, str], int]) -> pd.Series:

@@ -80,6 +80,22 @@ def rows_of_thread(df: pd.DataFrame, thread: int) -> np.ndarray:
     )
 
 
+def grouped_in_blocks(n: int, block, keys: list[str], how: dict, sort: bool) -> pd.DataFrame:
+    """``frame.groupby(keys, sort=sort).agg(**how)`` over the rows [0, n) of a table too long
+    to copy whole: ``block(lo, hi)`` gives the frame of rows [lo, hi), a block of
+    ``ROWS_PER_BLOCK`` at a time; each aggregate of ``how`` (name -> (column, "size", "sum",
+    "min" or "max")) is then combined over the blocks (sizes and sums add up). Millions of
+    rows, a few hundred groups."""
+    parts = [
+        block(lo, lo + ROWS_PER_BLOCK).groupby(keys, sort=sort).agg(**how)
+        for lo in range(0, max(n, 1), ROWS_PER_BLOCK)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    combine = {name: "sum" if func in ("size", "sum") else func for name, (_, func) in how.items()}
+    return pd.concat(parts).groupby(level=keys, sort=sort).agg(combine)
+
+
 class ThreadCalls:
     """One thread's rows of a table (calls, NVTX ranges) in start order, taken a stretch of
     time at a time by ``take``: each stretch holds the rows started in it and those still

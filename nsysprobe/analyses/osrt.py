@@ -18,9 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsysprobe.analyses import events as tables
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.events import Events, grouped_in_blocks
 
 ROWS_LISTED = 30
 
@@ -95,22 +94,18 @@ def _per_function_and_thread(os_calls: pd.DataFrame, gap_union: iv.Intervals) ->
     """count, total, max and gap (ns in gaps) per (nameId, tid), groups in order of first
     call: summed a block of calls at a time, then over the blocks (ten million calls, a few
     hundred groups)."""
-    cols = {c: os_calls[c].to_numpy() for c in ("start", "end", "nameId", "globalTid")}
-    parts, block = [], tables.ROWS_PER_BLOCK
-    for lo in range(0, max(len(os_calls), 1), block):
-        s, e, name, tid = (a[lo : lo + block] for a in cols.values())
+    cols = [os_calls[c].to_numpy() for c in ("start", "end", "nameId", "globalTid")]
+
+    def block(lo: int, hi: int) -> pd.DataFrame:
+        s, e, name, tid = (a[lo:hi] for a in cols)
         idx, _, ov = iv.overlap_pairs(s, e, *gap_union)
         in_gap = np.bincount(idx, weights=ov, minlength=s.size).astype(np.int64)
-        table = pd.DataFrame({"nameId": name, "tid": tid, "dur": e - s, "gap": in_gap})
-        parts.append(
-            table.groupby(["nameId", "tid"], sort=False).agg(
-                count=("dur", "size"), total=("dur", "sum"), max=("dur", "max"), gap=("gap", "sum")
-            )
-        )
-    if len(parts) == 1:
-        return parts[0]
-    return (
-        pd.concat(parts)
-        .groupby(level=["nameId", "tid"], sort=False)
-        .agg({"count": "sum", "total": "sum", "max": "max", "gap": "sum"})
-    )
+        return pd.DataFrame({"nameId": name, "tid": tid, "dur": e - s, "gap": in_gap})
+
+    how = {
+        "count": ("dur", "size"),
+        "total": ("dur", "sum"),
+        "max": ("dur", "max"),
+        "gap": ("gap", "sum"),
+    }
+    return grouped_in_blocks(len(os_calls), block, ["nameId", "tid"], how, sort=False)

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsysprobe.analyses import events as events_module
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, range_pattern, top_level
+from nsysprobe.analyses.events import Events, grouped_in_blocks, range_pattern, top_level
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -229,32 +228,27 @@ def _per_pattern_and_thread(ranges: pd.DataFrame, rows=None) -> pd.DataFrame:
     op = np.array([bool(re.search(_OP_RANGE, str(c))) for c in cats] + [True], dtype=bool)
     codes = ranges["pattern"].cat.codes.to_numpy()
     tids, start, end = (ranges[c].to_numpy() for c in ("globalTid", "start", "end"))
-    parts, block = [], events_module.ROWS_PER_BLOCK
-    for lo in range(0, max(len(ranges), 1), block):
-        sl = slice(lo, lo + block)
-        keep = ~op[codes[sl]] if rows is None else ~op[codes[sl]] & rows[sl]
-        part = pd.DataFrame(
+
+    def block(lo: int, hi: int) -> pd.DataFrame:
+        keep = ~op[codes[lo:hi]] if rows is None else ~op[codes[lo:hi]] & rows[lo:hi]
+        s, e = start[lo:hi][keep], end[lo:hi][keep]
+        return pd.DataFrame(
             {
-                "code": codes[sl][keep],
-                "globalTid": tids[sl][keep],
-                "dur": (end[sl] - start[sl])[keep],
-                "start": start[sl][keep],
-                "end": end[sl][keep],
+                "code": codes[lo:hi][keep],
+                "globalTid": tids[lo:hi][keep],
+                "dur": e - s,
+                "start": s,
+                "end": e,
             }
         )
-        parts.append(
-            part.groupby(["code", "globalTid"]).agg(
-                count=("dur", "size"),
-                total=("dur", "sum"),
-                first=("start", "min"),
-                last=("end", "max"),
-            )
-        )
-    table = pd.concat(parts) if len(parts) > 1 else parts[0]
-    if len(parts) > 1:
-        table = table.groupby(level=["code", "globalTid"]).agg(
-            {"count": "sum", "total": "sum", "first": "min", "last": "max"}
-        )
+
+    how = {
+        "count": ("dur", "size"),
+        "total": ("dur", "sum"),
+        "first": ("start", "min"),
+        "last": ("end", "max"),
+    }
+    table = grouped_in_blocks(len(ranges), block, ["code", "globalTid"], how, sort=True)
     table = table.reset_index()
     table.insert(0, "pattern", np.asarray(cats, dtype=object)[table.pop("code").to_numpy()])
     return table
