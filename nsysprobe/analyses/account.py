@@ -62,6 +62,7 @@ Medians are over steps; shares are of the summed wall time of the steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from types import SimpleNamespace
 
 import numpy as np
@@ -357,8 +358,13 @@ class _ProcessDevice:
                 labels.append(label)
             return labels.index(label)
 
-        def mine(df):
-            return df[(df["deviceId"].to_numpy() == dev) & (pid_of(df["globalPid"]) == pid)]
+        def mine(df: pd.DataFrame, *more: str) -> dict[str, np.ndarray]:
+            """The columns ``start``, ``end``, ``correlationId`` and ``more`` of the process's
+            rows on the device: the table's own arrays when every row is."""
+            on = (df["deviceId"].to_numpy() == dev) & (pid_of(df["globalPid"].to_numpy()) == pid)
+            every = bool(on.all())
+            cols = ("start", "end", "correlationId", *more)
+            return {c: df[c].to_numpy() if every else df[c].to_numpy()[on] for c in cols}
 
         if self.nccl is not None and len(self.nccl):
             nccl_corr = self.nccl["correlationId"].to_numpy()
@@ -368,23 +374,21 @@ class _ProcessDevice:
         else:
             nccl_corr = nccl_coll = np.empty(0, dtype=np.int64)
 
-        def issued_by_nccl(f: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+        def issued_by_nccl(f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             """Work issued inside an NCCL range is communication, named by that range
             (unless a kernel's own name says which collective it is)."""
-            hit = _lookup(nccl_corr, df["correlationId"].to_numpy())
+            hit = _lookup(nccl_corr, f["correlationId"])
             inside = hit >= 0
             if inside.any():
-                coll, kind = f["coll"].to_numpy().copy(), f["kind"].to_numpy().copy()
-                unnamed = inside & (coll == 0)
-                coll[unnamed] = nccl_coll[hit[unnamed]]
-                kind[inside] = code(kinds, COMMUNICATION)
-                f["coll"], f["kind"] = coll, kind
+                unnamed = inside & (f["coll"] == 0)
+                f["coll"][unnamed] = nccl_coll[hit[unnamed]]
+                f["kind"][inside] = code(kinds, COMMUNICATION)
             return f
 
-        frames = []
-        k = mine(ev.kernels)
-        if len(k):
-            ids = k["nameId"].to_numpy()
+        parts = []
+        k = mine(ev.kernels, "nameId")
+        if k["start"].size:
+            ids = k["nameId"]
             distinct = iv.sorted_unique(ids)
             names = [ev.name_of(i) for i in distinct.tolist()]
             named = [is_communication_kernel(n) for n in names]
@@ -396,28 +400,23 @@ class _ProcessDevice:
             at = np.searchsorted(distinct, ids)
             comm = np.asarray(named, dtype=bool)[at]
             codes = np.where(comm, code(kinds, COMMUNICATION), code(kinds, COMPUTE))
-            f = _op_frame(k, codes, 0)
-            f["coll"] = coll_of[at]
-            f = issued_by_nccl(f, k)
+            f = issued_by_nccl(_op_columns(k, codes, 0, coll_of[at]))
             # Still unnamed (no NCCL range either): the kernel's own name.
-            unnamed = comm & (f["coll"].to_numpy() == collectives.index(""))
+            unnamed = comm & (f["coll"] == collectives.index(""))
             if unnamed.any():
                 own = np.array([code(collectives, n) for n in names], dtype=np.int64)
-                coll = f["coll"].to_numpy().copy()
-                coll[unnamed] = own[at[unnamed]]
-                f["coll"] = coll
-            frames.append(f)
+                f["coll"][unnamed] = own[at[unnamed]]
+            del at, comm, codes, unnamed
+            parts.append(f)
         g = mine(ev.graphs)
-        if len(g):
-            frames.append(_op_frame(g, np.full(len(g), code(kinds, COMPUTE)), 0))
-        c = mine(ev.memcpy)
-        if len(c):
+        if g["start"].size:
+            parts.append(_op_columns(g, code(kinds, COMPUTE), 0))
+        c = mine(ev.memcpy, "bytes", "copyKind", "srcKind", "dstKind")
+        if c["start"].size:
             labels_copy = ev.trace.copy_kind_labels()
             labels_mem = ev.trace.mem_kind_labels()
-            copy_kind = c["copyKind"].to_numpy()
-            src, dst = c["srcKind"].to_numpy(), c["dstKind"].to_numpy()
             # One label per distinct (copy kind, source, destination): few, however many rows.
-            key = np.stack([copy_kind, src, dst], axis=1)
+            key = np.stack([c["copyKind"], c["srcKind"], c["dstKind"]], axis=1)
             distinct, inverse = np.unique(key, axis=0, return_inverse=True)
             kind_codes, copy_codes = [], []
             for ck, sk, dk in distinct.tolist():
@@ -428,43 +427,60 @@ class _ProcessDevice:
                 kind_codes.append(code(kinds, name))
                 copy_codes.append(code(copies, label))
             inverse = inverse.ravel()
-            f = _op_frame(c, np.array(kind_codes)[inverse], np.array(copy_codes)[inverse])
-            f["bytes"] = c["bytes"].clip(lower=0).to_numpy()
-            frames.append(issued_by_nccl(f, c))
+            f = _op_columns(c, np.array(kind_codes)[inverse], np.array(copy_codes)[inverse])
+            f["bytes"] = np.clip(c["bytes"], 0, None)
+            parts.append(issued_by_nccl(f))
         m = mine(ev.memset)
-        if len(m):
-            frames.append(issued_by_nccl(_op_frame(m, np.full(len(m), code(kinds, MEMSET)), 0), m))
-        if not frames:
-            frames.append(_op_frame(k, np.empty(0, np.int64), 0))
-        ops = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        ops["bytes"] = ops["bytes"].fillna(0).astype(np.int64)
-        ops["kind"] = pd.Categorical.from_codes(ops["kind"].to_numpy(), categories=kinds)
-        ops["copy"] = pd.Categorical.from_codes(ops["copy"].to_numpy(), categories=copies)
-        ops["coll"] = pd.Categorical.from_codes(ops["coll"].to_numpy(), categories=collectives)
-        starts = ops["start"].to_numpy()
+        if m["start"].size:
+            parts.append(issued_by_nccl(_op_columns(m, code(kinds, MEMSET), 0)))
+        if not parts:
+            parts.append(_op_columns(k, np.empty(0, np.int64), 0))
+        cols = (
+            {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
+            if len(parts) > 1
+            else parts[0]
+        )
+        del parts, k, g, c, m
+        starts = cols["start"]
         if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
-            ops = ops.sort_values("start", kind="stable").reset_index(drop=True)
-        return ops
+            order = np.argsort(starts, kind="stable")
+            cols = {n: v[order] for n, v in cols.items()}
+            del order
+        for n, labels in (("kind", kinds), ("copy", copies), ("coll", collectives)):
+            cols[n] = pd.Categorical.from_codes(cols[n], categories=labels)
+        return pd.DataFrame(cols, copy=False)
 
     def _runtime(self) -> pd.DataFrame:
-        """The process's CUDA API calls by start: ``api`` (name, categorical) and ``cat``."""
+        """The process's CUDA API calls by start: ``api`` (name, categorical) and ``cat``.
+        The columns of the report's own table are shared, not copied, when every call is
+        the process's (one process per report, as most are)."""
         rt = self.ev.runtime
-        rt = rt[pid_of(rt["globalTid"]) == self.pid]
-        ids = rt["nameId"].to_numpy()
+        mine = pid_of(rt["globalTid"].to_numpy()) == self.pid
+        every = bool(mine.all())
+
+        def own(column: str) -> np.ndarray:
+            values = rt[column].to_numpy()
+            return values if every else values[mine]
+
+        cols = ("start", "end", "globalTid", "correlationId")
+        out = pd.DataFrame({c: own(c) for c in cols}, copy=False)
+        ids = own("nameId")
         distinct = iv.sorted_unique(ids)
         names = [api_name(self.ev.name_of(i)) for i in distinct.tolist()]
         labels = sorted(set(names))
         code_of = np.array([labels.index(n) for n in names], dtype=np.int64)
-        cat_of = np.array([_api_category(n) for n in names], dtype=np.int64)
+        cat_of = np.array([_api_category(n) for n in names], dtype=np.int8)
         which = np.searchsorted(distinct, ids)
-        out = rt[["start", "end", "globalTid", "correlationId"]].copy()
+        del ids
         out["api"] = pd.Categorical.from_codes(code_of[which], categories=labels)
         cat = cat_of[which]
-        slow = (out["end"] - out["start"]).to_numpy() > SLOW_LAUNCH_NS
+        del which
+        starts = out["start"].to_numpy()
+        slow = (out["end"].to_numpy() - starts) > SLOW_LAUNCH_NS
         # A launch that takes this long is lazy module loading or JIT, not launch overhead.
         cat[slow & (cat == _LAUNCH)] = _MODULE
+        del slow
         out["cat"] = cat
-        starts = out["start"].to_numpy()
         if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
             out = out.sort_values("start", kind="stable")
         return out.reset_index(drop=True)
@@ -483,6 +499,16 @@ class _ProcessDevice:
             layers.append(iv.union(op_s[mine], op_e[mine]))
         # Busy time outside the windows is cut away with the rest below.
         seg_s, seg_e, seg_k = iv.partition(layers)
+        # The communication figures need the communication layer and, when it holds any work,
+        # the compute layer; the others are dropped now (the millions of intervals of a
+        # kernel-heavy capture).
+        layers = dict(zip(busy_names, layers))
+        empty = iv.union([], [])
+        comm = layers.get(COMMUNICATION, empty)
+        layers = {
+            COMMUNICATION: comm,
+            COMPUTE: layers.get(COMPUTE, empty) if comm[0].size else empty,
+        }
         busy_u = iv.union(seg_s, seg_e)
         idle_s, idle_e = iv.complement(busy_u, lo, hi)
         labels = list(busy_names) + list(IDLE_CAUSES)
@@ -511,7 +537,14 @@ class _ProcessDevice:
     def _sum_into(self, table, details, s, e, bucket, detail, texts) -> None:
         """Add the pieces [s, e) (disjoint, sorted) of ``bucket`` to ``table`` (window x
         bucket) and, where ``detail`` (codes of ``texts``) names one, to ``details``; cut at
-        every window edge, the time outside the windows left out."""
+        every window edge, the time outside the windows left out. A run of
+        ``INTERVALS_PER_RUN`` pieces at a time: the cut pieces are not held all at once."""
+        for lo in range(0, s.size, INTERVALS_PER_RUN):
+            run = slice(lo, lo + INTERVALS_PER_RUN)
+            part = None if detail is None else detail[run]
+            self._sum_run_into(table, details, s[run], e[run], bucket[run], part, texts)
+
+    def _sum_run_into(self, table, details, s, e, bucket, detail, texts) -> None:
         p_s, p_e, origin, w = iv.split_by(s, e, (self.win_s, self.win_e))
         inside = w >= 0
         dur = (p_e - p_s)[inside]
@@ -560,7 +593,7 @@ class _ProcessDevice:
         collectives: tuple[CollectiveSummary, ...] = ()
         comm_ops = None
         if COMMUNICATION in busy_names:
-            comm = layers[busy_names.index(COMMUNICATION)]
+            comm = layers[COMMUNICATION]
             s, e, _, holder = iv.split_by(comm[0], comm[1], (self.win_s, self.win_e))
             inside = holder >= 0
             comm_w = np.bincount(
@@ -572,9 +605,7 @@ class _ProcessDevice:
             mine = (ops["kind"] == COMMUNICATION).to_numpy()
             c_s, c_e = ops["start"].to_numpy()[mine], ops["end"].to_numpy()[mine]
             c_n = label_at(ops["coll"], np.flatnonzero(mine))
-            compute = (
-                layers[busy_names.index(COMPUTE)] if COMPUTE in busy_names else iv.union([], [])
-            )
+            compute = layers[COMPUTE]
             collectives = summarize(c_s, c_e, c_n, compute, (self.win_s, self.win_e))
             comm_ops = CommunicationOps(
                 c_s,
@@ -776,8 +807,8 @@ class _ProcessDevice:
         read-backs in a window)."""
         ops, rt = self.ops, self.runtime
         op_start, op_end = ops["start"].to_numpy(), ops["end"].to_numpy()
-        op_corr, op_bytes = ops["correlationId"].to_numpy(), ops["bytes"].to_numpy()
-        rt_corr, rt_start = rt["correlationId"].to_numpy(), rt["start"].to_numpy()
+        op_bytes = ops["bytes"].to_numpy()
+        op_call, rt_start = self._op_calls, rt["start"].to_numpy()
         rt_tid, rt_cat = rt["globalTid"].to_numpy(), rt["cat"].to_numpy()
         last = max(len(ops) - 1, 0)
         home = self._home_thread()
@@ -791,8 +822,6 @@ class _ProcessDevice:
         is_input = copy_code == htod
         if self.loaders and self.step_thread is not None:
             is_input = self._first_htod(is_input)
-        by_end = np.argsort(op_end, kind="stable")
-        end_sorted = op_end[by_end]
         draining: dict[int, tuple] = {}  # thread -> its draining calls (``_draining_calls``)
 
         def facts(lo: int, hi_: int) -> SimpleNamespace:
@@ -804,7 +833,7 @@ class _ProcessDevice:
             has_op[has_op] = op_start[first[has_op]] == e[has_op]
             first = np.clip(first, 0, last)
             # ... and the API call that issued it has its correlation id (per process).
-            call = _lookup(rt_corr, op_corr[first])
+            call = op_call[first]
             known = has_op & (call >= 0)
             call = np.clip(call, 0, max(len(rt) - 1, 0))
             call_start = np.where(known, rt_start[call] if len(rt) else 0, e)
@@ -815,12 +844,13 @@ class _ProcessDevice:
             end_copy = np.where(has_op, copy_code[first], 0) if len(ops) else first
             input_copy = has_op & is_input[first] if len(ops) else has_op
             # The operation that ran just before each idle interval ends at its start.
-            j = np.clip(np.searchsorted(end_sorted, s, side="left"), 0, last)
-            prev = by_end[j] if len(ops) else j
+            # No operation spans an idle start: the first to end at it is the first whose
+            # running maximum of the ends reaches it.
+            prev = np.clip(np.searchsorted(self._reach, s, side="left"), 0, last)
             before = (op_end[prev] == s) if len(ops) else np.zeros(m, dtype=bool)
             prev_dtoh = before & (copy_code[prev] == dtoh) if len(ops) else before
             prev_bytes = np.where(before, op_bytes[prev], 0) if len(ops) else prev
-            del j, prev, before
+            del prev, before
             queued = known & (call_start < s)
             drain_cat = np.full(m, -1, dtype=np.int64)
             drain_api = np.full(m, "", dtype=object)
@@ -878,6 +908,19 @@ class _ProcessDevice:
 
         return facts
 
+    @cached_property
+    def _reach(self) -> np.ndarray:
+        """Per GPU operation (by start), the latest end of it and every one before it."""
+        return np.maximum.accumulate(self.ops["end"].to_numpy())
+
+    @cached_property
+    def _op_calls(self) -> np.ndarray:
+        """Per GPU operation, the row of the API call that issued it (same correlation id),
+        or -1."""
+        rt_corr, op_corr = self.runtime["correlationId"].to_numpy(), self.ops["correlationId"]
+        call = _lookup(rt_corr, op_corr.to_numpy())
+        return call.astype(np.int32) if len(self.runtime) < 2**31 else call
+
     def _calls(self, thread: int) -> list[ThreadCalls]:
         """The thread's CUDA API calls, OS-runtime calls and NVTX ranges, to sweep."""
         return [ThreadCalls(df, thread) for df in (self.runtime, self.ev.osrt, self.ev.nvtx)]
@@ -909,35 +952,42 @@ class _ProcessDevice:
         ``_charge_drains`` shares out.
         """
         n = idle_s.size
-        episode = np.full(n, -1, dtype=np.int64)
-        chain = np.full(n, -1, dtype=np.int64)
+        # Numbers of drains and chains: 32 bits while they fit (millions of idle intervals).
+        kind = np.int32 if n < 2**31 else np.int64
         d_idx = np.flatnonzero(drained)
         if not d_idx.size:
-            return episode, chain
+            return np.full(n, -1, dtype=kind), np.full(n, -1, dtype=kind)
         ops, rt = self.ops, self.runtime
-        op_s, op_e = ops["start"].to_numpy(), ops["end"].to_numpy()
-        call = _lookup(rt["correlationId"].to_numpy(), ops["correlationId"].to_numpy())
-        issued_at = np.where(call >= 0, rt["start"].to_numpy()[np.clip(call, 0, None)], op_s)
-        busy_until = np.maximum.accumulate(op_e)
+        op_s = ops["start"].to_numpy()
+        call = self._op_calls
+        known = call >= 0
+        issued_at = rt["start"].to_numpy()[np.clip(call, 0, None)]
+        issued_at[~known] = op_s[~known]
         ahead = np.zeros(op_s.size, dtype=bool)
-        ahead[1:] = (call[1:] >= 0) & (issued_at[1:] < busy_until[:-1])
+        ahead[1:] = known[1:] & (issued_at[1:] < self._reach[:-1])
+        del known, issued_at
         t_ahead = op_s[ahead]
+        del ahead
         k = np.searchsorted(t_ahead, idle_e[d_idx], side="left")
         caught = np.full(k.size, np.iinfo(np.int64).max, dtype=np.int64)
         some = k < t_ahead.size
         caught[some] = t_ahead[k[some]]
+        del k, some, t_ahead
         # A drain that comes after the previous one's episode ended starts a new chain.
         new = np.ones(d_idx.size, dtype=bool)
         new[1:] = idle_s[d_idx][1:] >= caught[:-1]
-        chains = np.cumsum(new) - 1
+        chains = (np.cumsum(new) - 1).astype(kind)
         # Each interval belongs to the latest drain at or before it, while its episode lasts.
-        latest = np.full(n, -1, dtype=np.int64)
-        latest[d_idx] = np.arange(d_idx.size)
-        latest = np.maximum.accumulate(latest)
-        j = np.clip(latest, 0, None)
-        inside = (latest >= 0) & (idle_s < caught[j])
-        episode[inside] = j[inside]
-        chain[inside] = chains[j[inside]]
+        episode = np.full(n, -1, dtype=kind)
+        episode[d_idx] = np.arange(d_idx.size, dtype=kind)
+        np.maximum.accumulate(episode, out=episode)
+        inside = np.flatnonzero(episode >= 0)
+        over = idle_s[inside] >= caught[episode[inside]]
+        episode[inside[over]] = -1
+        inside = inside[~over]
+        del over
+        chain = np.full(n, -1, dtype=kind)
+        chain[inside] = chains[episode[inside]]
         return episode, chain
 
     def _draining_calls(self, thread: int) -> tuple[np.ndarray, ...]:
@@ -1133,20 +1183,23 @@ def _busy_order(kinds) -> list[str]:
     return head + copies + tail
 
 
-def _op_frame(df: pd.DataFrame, kind, copy) -> pd.DataFrame:
-    """start, end, correlationId, and the codes of ``kind``, ``copy``; ``bytes`` 0."""
-    n = len(df)
-    return pd.DataFrame(
-        {
-            "start": df["start"].to_numpy(),
-            "end": df["end"].to_numpy(),
-            "correlationId": df["correlationId"].to_numpy(),
-            "kind": np.broadcast_to(np.asarray(kind, dtype=np.int64), (n,)),
-            "copy": np.broadcast_to(np.asarray(copy, dtype=np.int64), (n,)),
-            "bytes": np.zeros(n, dtype=np.int64),
-            "coll": np.zeros(n, dtype=np.int64),
-        }
-    )
+def _op_columns(rows: dict[str, np.ndarray], kind, copy, coll=0) -> dict[str, np.ndarray]:
+    """start, end, correlationId of ``rows``, the codes of ``kind``, ``copy`` and ``coll``
+    (writable, one per row), ``bytes`` 0."""
+    n = rows["start"].size
+
+    def per_row(code) -> np.ndarray:
+        return np.array(np.broadcast_to(np.asarray(code, dtype=np.int32), (n,)))
+
+    return {
+        "start": rows["start"],
+        "end": rows["end"],
+        "correlationId": rows["correlationId"],
+        "kind": per_row(kind),
+        "copy": per_row(copy),
+        "bytes": np.zeros(n, dtype=np.int64),
+        "coll": per_row(coll),
+    }
 
 
 def _api_category(name: str) -> int:

@@ -95,7 +95,7 @@ def nccl_issued(
     nccl_domain = [(p << 32) | d for (p, d), name in domains.items() if name == NCCL_DOMAIN]
     in_domain = np.zeros(len(nvtx), dtype=bool)
     if nccl_domain:
-        domain = nvtx["domainId"].to_numpy()
+        domain = nvtx["domainId"].to_numpy().astype(np.int64)  # shifted below
         # Domain ids first (a cheap test), then the process of the rows that pass it.
         maybe = np.flatnonzero(np.isin(domain, [k & 0xFFFFFFFF for k in nccl_domain]))
         keys = (pid_of(nvtx["globalTid"].to_numpy()[maybe]) << 32) | (domain[maybe] & 0xFFFFFFFF)

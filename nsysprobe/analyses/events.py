@@ -52,6 +52,8 @@ ROWS_PER_BLOCK = 1 << 20
 # Calls one sweep step takes (``ThreadCalls``, ``sweep``): bounds what the attribution of idle
 # time holds at once on a thread with millions of OS-runtime or CUDA API calls.
 CALLS_PER_SWEEP = 1 << 18
+# Groups of ranges at least this large are found enclosed one group at a time (``top_level``).
+LARGE_GROUP = 1 << 12
 
 
 def rows_overlapping(df: pd.DataFrame, by: iv.Intervals, threads) -> pd.DataFrame:
@@ -156,19 +158,52 @@ def sweep(calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):
 def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
     """Mask of ranges that no other range of the same ``group`` encloses.
 
-    Sorted by (group, start, longest first), a range is enclosed when an earlier one in its
-    group ends at or after its own end.
+    Sorted by (start, longest first) within its group, a range is enclosed when an earlier
+    one of the group ends at or after its own end. The groups' rows are found by one stable
+    sort of the groups, so a group's rows keep the table's order (usually by start already).
+    A large group (a thread with millions of ranges) is done on its own, sorted only if it is
+    not in order; the small ones all together, as one sorted table.
     """
-    if not len(df):
-        return np.zeros(0, dtype=bool)
-    order = np.lexsort((-df["end"].to_numpy(), df["start"].to_numpy(), df[group].to_numpy()))
-    g = df[group].to_numpy()[order]
-    e = df["end"].to_numpy()[order]
-    prev_max = pd.Series(e).groupby(g).cummax().groupby(g).shift(1)
-    enclosed = prev_max.notna().to_numpy() & (prev_max.fillna(0).to_numpy() >= e)
-    mask = np.empty(len(df), dtype=bool)
-    mask[order] = ~enclosed
+    n = len(df)
+    mask = np.ones(n, dtype=bool)
+    if n < 2:
+        return mask
+    g = df[group].to_numpy()
+    starts, ends = df["start"].to_numpy(), df["end"].to_numpy()
+    by_group = np.argsort(g, kind="stable")
+    cut = np.empty(n + 1, dtype=bool)
+    cut[0] = cut[n] = True
+    np.not_equal(g[by_group[1:]], g[by_group[:-1]], out=cut[1:n])
+    bounds = np.flatnonzero(cut)
+    del cut
+    sizes = np.diff(bounds)
+    for lo, hi in zip(
+        bounds[:-1][sizes >= LARGE_GROUP].tolist(), bounds[1:][sizes >= LARGE_GROUP].tolist()
+    ):
+        rows = by_group[lo:hi]
+        s, e = starts[rows], ends[rows]
+        if not _start_then_longest(s, e):
+            order = np.lexsort((-e, s))
+            rows, e = rows[order], e[order]
+        del s
+        reach = np.maximum.accumulate(e)
+        mask[rows[1:]] = reach[:-1] < e[1:]
+    small = (sizes > 1) & (sizes < LARGE_GROUP)
+    if small.any():
+        rows = by_group[np.repeat(small, sizes)]  # in group order
+        g, s, e = g[rows], starts[rows], ends[rows]
+        order = np.lexsort((-e, s, g))
+        rows, g, e = rows[order], g[order], e[order]
+        prev_max = pd.Series(e).groupby(g).cummax().groupby(g).shift(1)
+        enclosed = prev_max.notna().to_numpy() & (prev_max.fillna(0).to_numpy() >= e)
+        mask[rows[enclosed]] = False
     return mask
+
+
+def _start_then_longest(s: np.ndarray, e: np.ndarray) -> bool:
+    """Are the ranges in start order, the longest first among those starting together?"""
+    later, same = s[1:] > s[:-1], s[1:] == s[:-1]
+    return bool((later | (same & (e[1:] <= e[:-1]))).all())
 
 
 @dataclass
@@ -268,6 +303,8 @@ class Events:
         parts = [self.device_union(d, "busy") for d in self.device_ids]
         if not parts:
             return iv.union([], [])
+        if len(parts) == 1:
+            return parts[0]  # one device: its union already
         return iv.union(
             np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         )
@@ -284,7 +321,7 @@ class Events:
         for df in (self.kernels, self.memcpy, self.memset, self.graphs):
             if len(df):
                 # One integer per (device, process) pair: pid_of takes bits 24-47.
-                pairs = (df["deviceId"].to_numpy() << 24) | pid_of(df["globalPid"])
+                pairs = (df["deviceId"].to_numpy().astype(np.int64) << 24) | pid_of(df["globalPid"])
                 for key in pd.unique(pairs).tolist():
                     out.setdefault(key >> 24, set()).add(key & 0xFFFFFF)
         return out

@@ -155,19 +155,28 @@ def partition(layers: list[Intervals]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     Returns (starts, ends, layer index); time no layer covers is left out.
     """
     empty = np.empty(0, np.int64)
-    points = [np.concatenate([s, e]) for s, e in layers if s.size]
-    if not points:
+    if not any(s.size for s, _ in layers):
         return empty, empty, empty
-    bounds = sorted_unique(np.concatenate(points))
+    bounds = np.concatenate([edge for layer in layers for edge in layer])
+    bounds.sort()  # its own array: sorted in place, no second copy
+    keep = np.empty(bounds.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(bounds[1:], bounds[:-1], out=keep[1:])
+    bounds = bounds[keep]
     seg_s, seg_e = bounds[:-1], bounds[1:]
-    label = np.full(seg_s.size, -1, dtype=np.int64)
+    label = np.full(seg_s.size, -1, dtype=np.min_scalar_type(-len(layers)))
     for k in range(len(layers) - 1, -1, -1):  # the first layer written last wins
         s, e = layers[k]
+        s, e = s[e > s], e[e > s]
         if not s.size:
             continue
-        i = np.searchsorted(s, seg_s, side="right") - 1
-        inside = (i >= 0) & (e[np.clip(i, 0, None)] > seg_s)
-        label[inside] = k
+        # Every bound is a segment's edge: a layer's interval covers the segments from the
+        # one starting at its start to the one ending at its end, marked as +1 ... -1.
+        edge = np.zeros(seg_s.size + 1, dtype=np.int8)
+        edge[np.searchsorted(seg_s, s)] += 1
+        edge[np.searchsorted(seg_s, e)] -= 1
+        label[np.cumsum(edge[:-1], dtype=np.int8) > 0] = k
+        del edge
     keep = label >= 0
     return seg_s[keep], seg_e[keep], label[keep]
 

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.errors import InputError, TraceError
+from nsysprobe.trace.heap import large_blocks_mapped
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -237,7 +238,8 @@ class Trace:
         raw: dict[str, str] | None = None,
         text: str | None = None,
     ):
-        """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64.
+        """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64
+        (the ids of ``_IDS`` as int32 when every value fits).
 
         Rows whose start or end is NULL, not an integer or out of range, or whose interval is
         reversed, are left out and counted in ``attrs['dropped']``; a NULL or a value that is
@@ -275,6 +277,7 @@ class Trace:
         read = dict(zip(exprs, arrays))
         rows = len(arrays[0])
         data = {c: read[c] if c in read else np.full(rows, -1, dtype=np.int64) for c in cols}
+        data = {c: _narrow(v) if c in _IDS else v for c, v in data.items()}
         # One block per column: no consolidating copy of a table that may hold 1e7 rows.
         df = pd.DataFrame(data, copy=False)
         df.attrs["dropped"] = int(total - rows)
@@ -298,19 +301,20 @@ class Trace:
         sql = f'SELECT {", ".join(aggs)} FROM "{table}" WHERE {where}'
         blocks = self._rowid_blocks(table)
         rowid = self._rowid_name(table)
-        if blocks is None:
-            results = [_parse(self._db.execute(sql).fetchone(), text)]
-        elif len(blocks) <= 1 and not text:
-            ranged = f"{sql} AND {rowid} BETWEEN ? AND ?"
-            results = [_parse(self._db.execute(ranged, b).fetchone(), text) for b in blocks]
-        else:
-            results = self._read_blocks(f"{sql} AND {rowid} BETWEEN ? AND ?", blocks, text)
-        arrays = []
-        for k in range(len(exprs)):
-            parts = [r[k] for r in results if r[k] is not None]
-            arrays.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
-            for r in results:
-                r[k] = None  # free the blocks as each column is joined
+        with large_blocks_mapped():
+            if blocks is None:
+                results = [_parse(self._db.execute(sql).fetchone(), text)]
+            elif len(blocks) <= 1 and not text:
+                ranged = f"{sql} AND {rowid} BETWEEN ? AND ?"
+                results = [_parse(self._db.execute(ranged, b).fetchone(), text) for b in blocks]
+            else:
+                results = self._read_blocks(f"{sql} AND {rowid} BETWEEN ? AND ?", blocks, text)
+            arrays = []
+            for k in range(len(exprs)):
+                parts = [r[k] for r in results if r[k] is not None]
+                arrays.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
+                for r in results:
+                    r[k] = None  # free the blocks as each column is joined
         if len({a.size for a in arrays}) > 1:
             raise ValueError("columns came back with different row counts")
         texts = [r[-1] for r in results if r[-1] is not None] if text else []
@@ -774,6 +778,8 @@ class Trace:
         out = pd.DataFrame({c: df[c].to_numpy() for c in ("start", "end", "globalTid", "domainId")})
         out["pattern"] = _sorted_categorical(codes, [range_pattern(str(n)) for n in distinct])
         out["row"] = np.arange(len(out), dtype=np.int64)
+        for col in ("domainId", "row"):
+            out[col] = _narrow(out[col].to_numpy())
         out.attrs["dropped"] = int(dropped)
         return out
 
@@ -865,6 +871,18 @@ def _sorted_categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     where = {v: i for i, v in enumerate(categories)}
     remap = np.array([where[v] for v in values], dtype=np.int32)
     return pd.Categorical.from_codes(remap[codes] if remap.size else codes, categories)
+
+
+# Id columns read as int32 when every value fits: half the memory of tables of millions of
+# rows. Timestamps, byte counts and global thread/process ids (pid << 24) stay int64.
+_IDS = frozenset({"deviceId", "streamId", "correlationId", "nameId", "domainId", "rowid"})
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` as int32 when they all fit, else as they are."""
+    if values.size and (values.min() < -(1 << 31) or values.max() >= 1 << 31):
+        return values
+    return values.astype(np.int32)
 
 
 def _empty(cols: list[str]) -> pd.DataFrame:

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nsysprobe.analyses import events
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import ThreadCalls
+from nsysprobe.analyses.events import ThreadCalls, top_level
 
 SPAN = 60
 
@@ -262,23 +263,27 @@ def test_overlaps_any_matches_pairwise_overlap(ivs, by):
 _E = np.empty(0, dtype=np.int64)
 
 
+def random_ranges(rng, n, span, longest, threads, p=None, in_order=False) -> pd.DataFrame:
+    """``n`` ranges of ``threads`` starting in [0, span), up to ``longest`` long, one in ten
+    of zero length; in a random row order, or stably sorted by start."""
+    start = rng.integers(0, span, n)
+    df = pd.DataFrame(
+        {
+            "start": start,
+            "end": start + rng.integers(0, longest, n) * (rng.random(n) < 0.9),
+            "globalTid": rng.choice(threads, n, p=p),
+        }
+    )
+    return df.sort_values("start", kind="stable").reset_index(drop=True) if in_order else df
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_thread_calls_take_what_overlaps_each_stretch_in_turn(seed):
     # Calls of two threads, nested and overlapping, in a random row order (or in start order);
     # stretches of disjoint intervals taken in time order get exactly the overlapping calls
     # of the thread, by brute force.
     rng = np.random.default_rng(seed)
-    n = 400
-    start = rng.integers(0, 10_000, n)
-    df = pd.DataFrame(
-        {
-            "start": start,
-            "end": start + rng.integers(0, 3_000, n) * (rng.random(n) < 0.9),
-            "globalTid": rng.choice([7, 9], n),
-        }
-    )
-    if seed % 2:
-        df = df.sort_values("start", kind="stable").reset_index(drop=True)
+    df = random_ranges(rng, 400, 10_000, 3_000, [7, 9], in_order=bool(seed % 2))
     edges = np.sort(rng.choice(np.arange(1, 12_000), 60, replace=False))
     s, e = edges[0::2], edges[1::2]
     calls = ThreadCalls(df, 7)
@@ -294,3 +299,32 @@ def test_thread_calls_take_what_overlaps_each_stretch_in_turn(seed):
     assert sum(1 for x in df.itertuples() if x.globalTid == 7 and x.start < 5000) == int(
         calls.started_before(np.array([5000]))[0]
     )
+
+
+@pytest.mark.parametrize("large", [2, 60, 1 << 12])
+@pytest.mark.parametrize("seed", range(8))
+def test_top_level_ranges_are_those_no_range_of_their_thread_encloses(seed, large, monkeypatch):
+    # Nested, overlapping, repeated and zero-length ranges of three threads (and threads of
+    # one range), in start order with ties either way or in a random order; every thread
+    # large (done alone), some, or none. By brute force: a range is enclosed when another of
+    # its thread starts no later and ends no earlier, of two identical ranges the first in
+    # the table being the top one.
+    monkeypatch.setattr(events, "LARGE_GROUP", large)
+    rng = np.random.default_rng(seed)
+    threads, p = [5, 7, 9, 11, 13], [0.4, 0.3, 0.28, 0.01, 0.01]
+    df = random_ranges(rng, 300, 60, 30, threads, p, in_order=bool(seed % 2))
+    rows = list(df.itertuples(index=False))
+    want = [
+        not any(
+            j != i
+            and o.globalTid == r.globalTid
+            and o.start <= r.start
+            and o.end >= r.end
+            and (o.start, -o.end, j) < (r.start, -r.end, i)
+            for j, o in enumerate(rows)
+        )
+        for i, r in enumerate(rows)
+    ]
+    assert top_level(df, "globalTid").tolist() == want
+    assert top_level(df.iloc[:1], "globalTid").tolist() == [True]
+    assert top_level(df.iloc[:0], "globalTid").tolist() == []

@@ -327,3 +327,41 @@ def test_truncated_export(tmp_path):
 def test_global_ids_pack_pid_and_tid():
     g = gtid(PID, MAIN_TID)
     assert pid_of([g]).tolist() == [PID] and tid_of([g]).tolist() == [MAIN_TID]
+
+
+def test_ids_beyond_32_bits_read_wide_and_analyze_the_same(tmp_path):
+    # Ids are read as int32 when they fit. Correlation ids that do not (each multiplied by
+    # 2^32, so that any cut to 32 bits would make them all one) read as int64, and every
+    # figure of the analysis, which joins GPU work to its calls by them, stays the same.
+    from nsysprobe.render.jsonfmt import report_dict
+    from nsysprobe.report import analyze
+
+    from conftest import SAMPLE_TRACES
+
+    src = SAMPLE_TRACES / "h200_nccl_one_rank.sqlite"
+    wide = tmp_path / "wide.sqlite"
+    with sqlite3.connect(src) as a, sqlite3.connect(wide) as b:
+        a.backup(b)
+    db = sqlite3.connect(wide)
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    shifted = 0
+    for table in tables:
+        if "correlationId" in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
+            db.execute(f"UPDATE {table} SET correlationId = correlationId * 4294967296")
+            shifted += 1
+    db.commit()
+    db.close()
+    assert shifted >= 4  # runtime, kernels, copies, memsets at least
+    with Trace(src) as t:
+        assert t.kernels()["correlationId"].dtype == "int32"
+        assert t.runtime()["correlationId"].dtype == "int32"
+    with Trace(wide) as t:
+        assert t.kernels()["correlationId"].dtype == "int64"
+        assert int(t.runtime()["correlationId"].max()) > 1 << 32
+
+    def figures(path):
+        data = report_dict(analyze(path))
+        data.pop("trace")  # names the file
+        return data
+
+    assert figures(wide) == figures(src)
