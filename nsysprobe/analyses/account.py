@@ -80,6 +80,7 @@ from nsysprobe.analyses.events import (
     Events,
     ThreadCalls,
     api_name,
+    columns_where,
     label_at,
     per_distinct,
     sweep,
@@ -360,11 +361,9 @@ class _ProcessDevice:
 
         def mine(df: pd.DataFrame, *more: str) -> dict[str, np.ndarray]:
             """The columns ``start``, ``end``, ``correlationId`` and ``more`` of the process's
-            rows on the device: the table's own arrays when every row is."""
+            rows on the device."""
             on = (df["deviceId"].to_numpy() == dev) & (pid_of(df["globalPid"].to_numpy()) == pid)
-            every = bool(on.all())
-            cols = ("start", "end", "correlationId", *more)
-            return {c: df[c].to_numpy() if every else df[c].to_numpy()[on] for c in cols}
+            return columns_where(df, on, ("start", "end", "correlationId", *more))
 
         if self.nccl is not None and len(self.nccl):
             nccl_corr = self.nccl["correlationId"].to_numpy()
@@ -456,15 +455,10 @@ class _ProcessDevice:
         the process's (one process per report, as most are)."""
         rt = self.ev.runtime
         mine = pid_of(rt["globalTid"].to_numpy()) == self.pid
-        every = bool(mine.all())
-
-        def own(column: str) -> np.ndarray:
-            values = rt[column].to_numpy()
-            return values if every else values[mine]
-
-        cols = ("start", "end", "globalTid", "correlationId")
-        out = pd.DataFrame({c: own(c) for c in cols}, copy=False)
-        ids = own("nameId")
+        cols = columns_where(rt, mine, ("start", "end", "globalTid", "correlationId", "nameId"))
+        del mine
+        ids = cols.pop("nameId")
+        out = pd.DataFrame(cols, copy=False)
         distinct = iv.sorted_unique(ids)
         names = [api_name(self.ev.name_of(i)) for i in distinct.tolist()]
         labels = sorted(set(names))
@@ -919,7 +913,7 @@ class _ProcessDevice:
         or -1."""
         rt_corr, op_corr = self.runtime["correlationId"].to_numpy(), self.ops["correlationId"]
         call = _lookup(rt_corr, op_corr.to_numpy())
-        return call.astype(np.int32) if len(self.runtime) < 2**31 else call
+        return call.astype(iv.index_type(len(self.runtime)), copy=False)
 
     def _calls(self, thread: int) -> list[ThreadCalls]:
         """The thread's CUDA API calls, OS-runtime calls and NVTX ranges, to sweep."""
@@ -953,7 +947,7 @@ class _ProcessDevice:
         """
         n = idle_s.size
         # Numbers of drains and chains: 32 bits while they fit (millions of idle intervals).
-        kind = np.int32 if n < 2**31 else np.int64
+        kind = iv.index_type(n)
         d_idx = np.flatnonzero(drained)
         if not d_idx.size:
             return np.full(n, -1, dtype=kind), np.full(n, -1, dtype=kind)

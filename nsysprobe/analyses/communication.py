@@ -95,10 +95,11 @@ def nccl_issued(
     nccl_domain = [(p << 32) | d for (p, d), name in domains.items() if name == NCCL_DOMAIN]
     in_domain = np.zeros(len(nvtx), dtype=bool)
     if nccl_domain:
-        domain = nvtx["domainId"].to_numpy().astype(np.int64)  # shifted below
+        domain = nvtx["domainId"].to_numpy()
         # Domain ids first (a cheap test), then the process of the rows that pass it.
         maybe = np.flatnonzero(np.isin(domain, [k & 0xFFFFFFFF for k in nccl_domain]))
-        keys = (pid_of(nvtx["globalTid"].to_numpy()[maybe]) << 32) | (domain[maybe] & 0xFFFFFFFF)
+        dom = domain[maybe].astype(np.int64)  # a 32-bit column: widened before the shift
+        keys = (pid_of(nvtx["globalTid"].to_numpy()[maybe]) << 32) | (dom & 0xFFFFFFFF)
         in_domain[maybe] = np.isin(keys, np.array(nccl_domain, dtype=np.int64))
     # ``_RANGE`` and the collectives' names hold no digits: a range's pattern says as much.
     named = per_category(nvtx["pattern"], lambda p: bool(_RANGE.match(p)), bool)

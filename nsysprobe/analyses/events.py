@@ -72,7 +72,7 @@ def rows_of_thread(df: pd.DataFrame, thread: int) -> np.ndarray:
     """The row numbers of ``thread``'s rows (``globalTid``) in ``df``, in table order, found a
     block at a time; 32-bit for tables under 2^31 rows."""
     tids = df["globalTid"].to_numpy()
-    index = np.int32 if tids.size < 2**31 else np.int64
+    index = iv.index_type(tids.size)
     return np.concatenate(
         [np.empty(0, dtype=index)]
         + [
@@ -177,9 +177,8 @@ def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
     bounds = np.flatnonzero(cut)
     del cut
     sizes = np.diff(bounds)
-    for lo, hi in zip(
-        bounds[:-1][sizes >= LARGE_GROUP].tolist(), bounds[1:][sizes >= LARGE_GROUP].tolist()
-    ):
+    large = sizes >= LARGE_GROUP
+    for lo, hi in zip(bounds[:-1][large].tolist(), bounds[1:][large].tolist()):
         rows = by_group[lo:hi]
         s, e = starts[rows], ends[rows]
         if not _start_then_longest(s, e):
@@ -188,7 +187,7 @@ def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
         del s
         reach = np.maximum.accumulate(e)
         mask[rows[1:]] = reach[:-1] < e[1:]
-    small = (sizes > 1) & (sizes < LARGE_GROUP)
+    small = (sizes > 1) & ~large
     if small.any():
         rows = by_group[np.repeat(small, sizes)]  # in group order
         g, s, e = g[rows], starts[rows], ends[rows]
@@ -379,11 +378,14 @@ class Events:
         return f"{name} ({pid}/{tid})" if name else f"thread {pid}/{tid}"
 
 
+def columns_where(df: pd.DataFrame, rows: np.ndarray, cols) -> dict[str, np.ndarray]:
+    """The arrays of ``cols`` over the ``rows`` (a mask) of ``df``: the table's own arrays, not
+    copies, when every row is wanted (one GPU, one process: most reports)."""
+    every = bool(rows.all())
+    return {c: df[c].to_numpy() if every else df[c].to_numpy()[rows] for c in cols}
+
+
 def _on_device(df: pd.DataFrame, device_id: int) -> dict[str, np.ndarray]:
-    """The ``start``, ``end`` and ``copyKind`` arrays of one device's rows (no copy when every
-    row is on that device, as in a one-GPU trace)."""
-    on = df["deviceId"].to_numpy() == device_id
+    """The ``start``, ``end`` and ``copyKind`` arrays of one device's rows."""
     cols = [c for c in ("start", "end", "copyKind") if c in df]
-    if on.all():
-        return {c: df[c].to_numpy() for c in cols}
-    return {c: df[c].to_numpy()[on] for c in cols}
+    return columns_where(df, df["deviceId"].to_numpy() == device_id, cols)

@@ -132,10 +132,19 @@ def runs(weight: np.ndarray, budget: int):
         lo = hi
 
 
+def index_type(n: int) -> type:
+    """The integer type for row numbers and counts below ``n``: 32-bit while they fit."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """The distinct values, sorted (a sort and a compare: numpy's hashing unique is several
     times slower on millions of int64 timestamps)."""
-    v = np.sort(values)
+    return distinct_of_sorted(np.sort(values))
+
+
+def distinct_of_sorted(v: np.ndarray) -> np.ndarray:
+    """The distinct values of the sorted ``v``."""
     if v.size < 2:
         return v
     keep = np.empty(v.size, dtype=bool)
@@ -159,10 +168,7 @@ def partition(layers: list[Intervals]) -> tuple[np.ndarray, np.ndarray, np.ndarr
         return empty, empty, empty
     bounds = np.concatenate([edge for layer in layers for edge in layer])
     bounds.sort()  # its own array: sorted in place, no second copy
-    keep = np.empty(bounds.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(bounds[1:], bounds[:-1], out=keep[1:])
-    bounds = bounds[keep]
+    bounds = distinct_of_sorted(bounds)
     seg_s, seg_e = bounds[:-1], bounds[1:]
     label = np.full(seg_s.size, -1, dtype=np.min_scalar_type(-len(layers)))
     for k in range(len(layers) - 1, -1, -1):  # the first layer written last wins
