@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import nvtx
@@ -146,13 +147,15 @@ def main() -> None:
             torch.cuda.profiler.stop()
     elapsed = time.perf_counter() - started if started is not None else 0.0
     rate = done / elapsed if elapsed > 0 else 0.0
-    print(
+    # One write of the whole line: the ranks share one stdout, and with PYTHONUNBUFFERED a
+    # print() writes its text and its newline apart, so another rank's line can land between.
+    sys.stdout.write(
         f"rank {local_rank}: {rate:.2f} steps/s over {done} steps "
         f"(numa-aware={args.numa_aware}, workers={workers}, "
         f"pageable={rank in args.pageable_rank}, pinned={pinned}, "
-        f"world={world_size})",
-        flush=True,
+        f"world={world_size})\n"
     )
+    sys.stdout.flush()
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -25,7 +25,7 @@ def test_one_rank_gets_fewer_workers_and_pageable_copies():
         cwd=REPO,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = dict(re.findall(r"rank (\d): [\d.]+ steps/s over 2 steps \((.*)\)", done.stdout))
+    lines = dict(re.findall(r"rank (\d): [\d.]+ steps/s over 2 steps \(([^)\n]*)\)", done.stdout))
     # (pinned memory only on CUDA)
     assert lines == {
         "0": "numa-aware=False, workers=2, pageable=False, pinned=False, world=2",
