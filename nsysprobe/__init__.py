@@ -10,7 +10,12 @@
 """
 
 from nsysprobe.errors import NsysprobeError
-from nsysprobe.many import ManyReport, analyze_many
-from nsysprobe.report import Report, analyze
+from nsysprobe.lazy import lazy_exports
+
+# Imported on first use: the command line imports only what its command needs.
+lazy_exports(
+    __name__,
+    {"analyze": "report", "Report": "report", "analyze_many": "many", "ManyReport": "many"},
+)
 
 __all__ = ["analyze", "analyze_many", "Report", "ManyReport", "NsysprobeError"]

@@ -6,15 +6,41 @@ here, in one place.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from nsysprobe.errors import NsysprobeError
 
+# Each command's module is imported when that command runs (or --help lists them all), so
+# ``nsysprobe analyze`` does not pay for the launcher, the ladder or the comparisons.
+COMMANDS = {
+    "analyze": "analyze",
+    "scrub": "scrub",
+    "run": "run",
+    "doctor": "run",
+    "topo": "numa",
+    "numa": "numa",
+    "launch": "numa",
+    "compare": "compare",
+    "history": "history",
+    "ladder": "ladder",
+}
+
 
 class _Group(click.Group):
-    """A group that turns library errors into ``nsysprobe: error: ...`` and their exit code."""
+    """A group that turns library errors into ``nsysprobe: error: ...`` and their exit code,
+    and imports a command's module only when that command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"nsysprobe.cli.{COMMANDS[name]}")
+        return getattr(module, name)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -34,37 +60,3 @@ def main() -> None:
     nsysprobe run --rung baseline           the same for the installed package's own rung
     nsysprobe analyze report.nsys-rep       diagnose a report or its .sqlite export
     """
-
-
-def _register() -> None:
-    from nsysprobe.cli import analyze as _analyze
-
-    main.add_command(_analyze.analyze)
-
-    from nsysprobe.cli import scrub as _scrub
-
-    main.add_command(_scrub.scrub)
-
-    from nsysprobe.cli import run as _run
-
-    main.add_command(_run.run)
-    main.add_command(_run.doctor)
-
-    from nsysprobe.cli import numa as _numa
-
-    main.add_command(_numa.topo)
-    main.add_command(_numa.numa)
-    main.add_command(_numa.launch)
-
-    from nsysprobe.cli import compare as _compare
-    from nsysprobe.cli import history as _history
-
-    main.add_command(_compare.compare)
-    main.add_command(_history.history)
-
-    from nsysprobe.cli import ladder as _ladder
-
-    main.add_command(_ladder.ladder)
-
-
-_register()

@@ -9,9 +9,8 @@ import click
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
 from nsysprobe.capture.runfolder import is_run_folder
 from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_outputs, report_outputs
-from nsysprobe.numa import Topology, discover, load_recorded
+from nsysprobe.numa.topology import Topology
 from nsysprobe.render import FORMATS, render
-from nsysprobe.render.many import RENDERERS as MANY_RENDERERS
 
 
 def is_many(path: str) -> bool:
@@ -27,7 +26,13 @@ def load_topology(where: str | None) -> Topology | None:
     """``live`` -> this machine; a folder -> its recorded command outputs; None -> none."""
     if where is None:
         return None
-    return discover("/") if where == "live" else load_recorded(where)
+    if where == "live":
+        from nsysprobe.numa.topology import discover
+
+        return discover("/")
+    from nsysprobe.numa.recorded import load_recorded
+
+    return load_recorded(where)
 
 
 @click.command()
@@ -118,6 +123,8 @@ def analyze(
     """
     options = {"min_gap_ms": min_gap_ms, "step_range": step_range, "nsys": nsys}
     if ranks or len(paths) > 1 or is_many(paths[0]):
+        from nsysprobe.render.many import RENDERERS as MANY_RENDERERS
+
         many = analyze_many_with_outputs(
             paths,
             outputs,

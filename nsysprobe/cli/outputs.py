@@ -12,16 +12,16 @@ from pathlib import Path
 
 import click
 
-from nsysprobe import history
 from nsysprobe.capture.runfolder import export_of
 from nsysprobe.errors import NsysprobeError
 from nsysprobe.progress import Progress
-from nsysprobe.render.html import check_writable
 from nsysprobe.report import Report
 
 
 def _check_html(ctx: click.Context, _param, value: Path | None) -> Path | None:
     if value is not None:
+        from nsysprobe.render.html import check_writable
+
         try:
             check_writable(value, force=bool(ctx.params.get("force")))
         except NsysprobeError as exc:
@@ -111,6 +111,8 @@ def save_outputs(
         write_html(render_html(report, timeline), html, force=bool(outputs.get("force")))
         paths["html"] = html
     if not outputs.get("no_history"):
+        from nsysprobe import history
+
         try:
             history.record(report, command_line(), paths, outputs.get("history_path"))
         except (NsysprobeError, OSError) as exc:

@@ -4,14 +4,20 @@ The package never imports torch: workers are bound through a plain callable, and
 found through sysfs or recorded ``nvidia-smi topo -m`` output.
 """
 
-from nsysprobe.numa.bind import Binding, BindOutcome, NumaBindingWarning, apply_binding
-from nsysprobe.numa.launch import launch
-from nsysprobe.numa.placement import Placement, PlacementReport, placement
-from nsysprobe.numa.plan import MODES, Plan, RankPlan, plan
-from nsysprobe.numa.rank import bind_local_rank, binding_for_rank
-from nsysprobe.numa.recorded import load_recorded
-from nsysprobe.numa.topology import Cpu, Gpu, NumaNode, Topology, cpu_to_node, discover
-from nsysprobe.numa.worker import NumaWorkerInit
+from nsysprobe.lazy import lazy_exports
+
+_WHERE = {
+    **dict.fromkeys(["Binding", "BindOutcome", "NumaBindingWarning", "apply_binding"], "bind"),
+    "launch": "launch",
+    **dict.fromkeys(["Placement", "PlacementReport", "placement"], "placement"),
+    **dict.fromkeys(["MODES", "Plan", "RankPlan", "plan"], "plan"),
+    **dict.fromkeys(["bind_local_rank", "binding_for_rank"], "rank"),
+    "load_recorded": "recorded",
+    **dict.fromkeys(["Cpu", "Gpu", "NumaNode", "Topology", "cpu_to_node", "discover"], "topology"),
+    "NumaWorkerInit": "worker",
+}
+# Imported on first use: the analysis needs the topology module only, not the launcher.
+lazy_exports(__name__, _WHERE)
 
 __all__ = [
     "MODES",

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 
 from nsysprobe.cli import main
 
-from conftest import shared_trace
+from conftest import SAMPLE_TRACES, shared_trace
 
 SHARED = [
     "cs336_h100_train_nsys2023.4.sqlite",
@@ -158,3 +160,67 @@ def test_help_teaches():
     assert "nsysprobe analyze run.sqlite --format json" in out
     words = " ".join(out.split())
     assert "--min-gap-ms FLOAT" in words and "NVIDIA's gpu_gaps rule uses 500" in words
+
+
+# Modules a one-report `analyze` never needs: the many-ranks view and its Dask, the launcher,
+# the ladder, the comparisons, the HTML page (only with --html), the history (not with
+# --no-history).
+NOT_FOR_ONE_REPORT = [
+    "dask",
+    "distributed",
+    "nsysprobe.many",
+    "nsysprobe.compare",
+    "nsysprobe.ladder",
+    "nsysprobe.numa.launch",
+    "nsysprobe.numa.plan",
+    "nsysprobe.render.html",
+    "nsysprobe.render.many",
+]
+
+_RUN_AND_LIST_MODULES = """
+import json, sys
+from nsysprobe.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def modules_after(*args) -> set[str]:
+    """The modules a fresh interpreter holds after running ``nsysprobe ARGS``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_AND_LIST_MODULES, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_one_report_imports_only_what_it_uses(tmp_path):
+    trace = SAMPLE_TRACES / "h200_pinned.sqlite"
+    loaded = modules_after("analyze", trace, "--format", "json")
+    assert {"nsysprobe.report", "nsysprobe.history"} <= loaded
+    assert sorted(set(NOT_FOR_ONE_REPORT) & loaded) == []
+    with_html = modules_after("analyze", trace, "--html", tmp_path / "r.html", "--no-history")
+    assert "nsysprobe.render.html" in with_html
+    assert sorted({"nsysprobe.history", "sqlite_utils"} & with_html) == []
+
+
+def test_lazy_exports_are_the_functions_even_after_their_submodule_loads():
+    """``nsysprobe.numa.plan`` is the function, as with eager imports, also when the module
+    ``nsysprobe.numa.plan`` was imported first (importing it binds the module on the
+    package)."""
+    code = (
+        "import nsysprobe.numa.plan, nsysprobe.numa.launch, nsysprobe.numa.placement\n"
+        "import nsysprobe.numa as numa\n"
+        "from nsysprobe.numa import plan\n"
+        "print(all(callable(getattr(numa, n)) for n in ('plan', 'launch', 'placement')),"
+        " callable(plan), sorted(numa.__all__) == sorted(n for n in dir(numa) if n in"
+        " numa.__all__))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr[-2000:]
