@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -67,9 +68,9 @@ def record(
     metrics = metrics_of(report)
     row = {
         "recorded_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        "command": _storable(command),
         "paths": json.dumps(
-            {k: str(Path(v).resolve()) for k, v in paths.items() if v is not None},
+            {k: _storable(str(Path(v).resolve())) for k, v in paths.items() if v is not None},
             sort_keys=True,
         ),
         "nsys_version": report.trace.nsys_version,
@@ -153,16 +154,51 @@ def _open(path: Path) -> Iterator[sqlite_utils.Database]:
 
 
 def _entry(row: dict) -> Entry:
-    fields = {f.name for f in dataclasses.fields(RunMetrics)}
-    values = {k: row.get(k) for k in fields if k != "step_wall_ns"}
-    values["step_wall_ns"] = tuple(json.loads(row.get("step_wall_ns") or "[]"))
+    """An entry from its row, whatever a hand edit left there: a value of the wrong type or
+    JSON that does not parse reads as missing (None, empty), never as an error."""
+    values = {}
+    for f in dataclasses.fields(RunMetrics):
+        if f.name == "step_wall_ns":
+            walls = _json(row.get(f.name), list)
+            values[f.name] = tuple(w for w in walls if _is_int(w))
+        else:
+            values[f.name] = _typed(row.get(f.name), _COLUMNS[f.name])
     values["busy_basis"] = values["busy_basis"] or "none"
     values["trace"] = values["trace"] or ""
+    paths = _json(row.get("paths"), dict)
     return Entry(
         id=int(row["id"]),
-        recorded_utc=row["recorded_utc"],
-        command=row["command"],
-        paths=json.loads(row.get("paths") or "{}"),
-        nsys_version=row.get("nsys_version"),
+        recorded_utc=str(row.get("recorded_utc") or ""),
+        command=str(row.get("command") or ""),
+        paths={str(k): str(v) for k, v in paths.items()},
+        nsys_version=_typed(row.get("nsys_version"), str),
         metrics=RunMetrics(**values),
     )
+
+
+def _typed(value: object, kind: type) -> object:
+    """``value`` as ``kind`` (int, float or str) when it is one, else None."""
+    if kind is str:
+        return value if isinstance(value, str) else None
+    if kind is int:
+        return value if _is_int(value) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json(text: object, kind: type):
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    return value if isinstance(value, kind) else kind()
+
+
+def _storable(text: str) -> str:
+    """``text`` as SQLite can store it: a file name's undecodable bytes (surrogates) written
+    as ``\\xff`` escapes."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

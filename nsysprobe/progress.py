@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from nsysprobe.safetext import one_line
+
 REFRESH_S = 0.2
 _CLEAR = "\r\x1b[2K"
 
@@ -63,7 +65,7 @@ class Progress:
             return
         with self._lock:
             elapsed = time.monotonic() - self._started
-            self._write(f"{_CLEAR}nsysprobe: {self._label} ... {elapsed:.1f} s")
+            self._write(f"{_CLEAR}nsysprobe: {one_line(self._label)} ... {elapsed:.1f} s")
 
     def _write(self, text: str) -> None:
         try:

@@ -24,6 +24,7 @@ from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.diagnose import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError
 from nsysprobe.numa.topology import Topology
+from nsysprobe.safetext import name as safe_name
 from nsysprobe.trace.reader import Trace
 
 SCHEMA_VERSION = 1
@@ -67,6 +68,20 @@ class Report:
         return self.recommendations[0] if self.recommendations else None
 
 
+# The longest gap threshold: a week, far beyond any capture, and within int64 nanoseconds.
+MAX_MIN_GAP_MS = 7 * 24 * 3600 * 1e3
+
+
+def check_min_gap_ms(value: float) -> float:
+    """InputError unless ``value`` (--min-gap-ms) is a number from 0 to ``MAX_MIN_GAP_MS``."""
+    if not (isinstance(value, (int, float)) and 0 <= value <= MAX_MIN_GAP_MS):
+        raise InputError(
+            f"--min-gap-ms {value}: give a number of milliseconds from 0 to "
+            f"{MAX_MIN_GAP_MS:.0f}, e.g. 1"
+        )
+    return value
+
+
 def analyze(
     path: str | Path,
     *,
@@ -85,8 +100,7 @@ def analyze(
     run); see ``Events.for_process``.
     """
     path = Path(path)
-    if min_gap_ms < 0:
-        raise InputError(f"--min-gap-ms {min_gap_ms}: must be 0 or more")
+    check_min_gap_ms(min_gap_ms)
     if path.suffix in REPORT_SUFFIXES or path.is_dir():
         from nsysprobe.capture.runfolder import export_of
 
@@ -198,7 +212,7 @@ def analyze_trace(
         arrivals=arrivals,
     )
     info = TraceInfo(
-        path=trace.path.name,
+        path=safe_name(trace.path.name),
         nsys_version=trace.nsys_version,
         schema_version=trace.schema_version,
         gpus=tuple(f"{g.name} ({g.bus_id})" if g.bus_id else g.name for g in trace.gpus()),

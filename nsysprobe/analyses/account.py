@@ -644,7 +644,7 @@ class _ProcessDevice:
             readbacks=Readbacks(
                 count=int(rb.size),
                 median_bytes=int(np.median(rb)) if rb.size else 0,
-                total_bytes=int(rb.sum()),
+                total_bytes=int(rb.sum(dtype=np.float64)),
             ),
             loader_processes=self.loaders,
             collectives=collectives,

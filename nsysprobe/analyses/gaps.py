@@ -394,12 +394,16 @@ def _innermost_holders(r_s, r_e, g_s, g_e) -> tuple[np.ndarray, np.ndarray]:
     r_idx, g_idx, ov = iv.overlap_pairs(r_s, r_e, g_s, g_e)
     if not r_idx.size:
         return r_idx, g_idx
-    pairs = pd.DataFrame({"g": g_idx, "ov": ov, "dur": (r_e - r_s)[r_idx], "r": r_idx})
     half = ov * 2 >= (g_e - g_s)[g_idx]
-    pairs["not_half"] = ~half
-    pairs["key"] = np.where(half, pairs["dur"].to_numpy(), -ov)
-    best = pairs.sort_values(["g", "not_half", "key"], kind="stable").drop_duplicates("g")
-    return best["r"].to_numpy(), best["g"].to_numpy()
+    key = np.where(half, (r_e - r_s)[r_idx], -ov)
+    # By gap, then those covering half first, then the key; ties in pair order (lexsort is
+    # stable), and the first of each gap wins.
+    order = np.lexsort((key, ~half, g_idx))
+    g_sorted = g_idx[order]
+    first = np.ones(g_sorted.size, dtype=bool)
+    first[1:] = g_sorted[1:] != g_sorted[:-1]
+    best = order[first]
+    return r_idx[best], g_idx[best]
 
 
 def _categorize(name_ids: pd.Series, category_of) -> np.ndarray:

@@ -17,6 +17,9 @@ Checks, each with its fix:
 - ``gpu_shared``: more than one process ran work on one GPU: each has its own account.
 - ``no_cuda_api``: GPU work but no CUDA API calls (the runtime table is missing or empty):
   idle time cannot be tied to the CPU's calls.
+- ``not_tables_ignored``: the export holds views or virtual tables, which nsys never writes;
+  they are not read (reading one runs its author's SQL), so a view named like an nsys table
+  counts as absent.
 - ``cuda_graphs_whole``: CUDA graph replays were recorded whole
   (``CUPTI_ACTIVITY_KIND_GRAPH_TRACE``): each counts as busy, but the kernels inside are not
   in the trace (``--cuda-graph-trace=node`` records them).
@@ -29,7 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsysprobe.analyses.events import Events
-from nsysprobe.trace.reader import NVTX_DOMAIN_CREATE, NVTX_DOMAIN_DESTROY, NVTX_RANGE_TYPES
+from nsysprobe.trace.schema import (
+    DIAGNOSTIC_PATTERNS,
+    NVTX_DOMAIN_CREATE,
+    NVTX_DOMAIN_DESTROY,
+    NVTX_RANGE_TYPES,
+)
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "profile with --trace=cuda,nvtx,osrt",
             )
         )
-    dropped = trace.diagnostics(["%ardware tracing%", "%events dropped%", "%records dropped%"])
+    dropped = trace.diagnostics(DIAGNOSTIC_PATTERNS)
     lost = [t for t in dropped if "dropped" in t.lower()]
     if lost:
         found.append(
@@ -156,6 +164,19 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 f"{len(events.graphs):,} CUDA graph replays were recorded whole: each counts as "
                 f"GPU busy, but the kernels inside them are not in the trace",
                 "profile with --cuda-graph-trace=node to see the kernels inside the graphs",
+            )
+        )
+    if trace.ignored:
+        shown = ", ".join(trace.ignored[:5]) + (", ..." if len(trace.ignored) > 5 else "")
+        found.append(
+            Finding(
+                "not_tables_ignored",
+                "warning",
+                f"views or virtual tables were not read ({shown}): nsys writes tables only, "
+                f"and reading a view runs SQL of whoever made the file, so any of them named "
+                f"like an nsys table counts as absent",
+                "analyze the export as nsys wrote it: re-export the report with `nsys export "
+                "--type sqlite`",
             )
         )
     if events.dropped:

@@ -78,7 +78,8 @@ def analyze_transfers(events: Events) -> TransfersResult:
             "copy_kind": kind,
             "src_kind": src,
             "dst_kind": dst,
-            "bytes": mc["bytes"].clip(lower=0),
+            # Summed as floats: exact to 2^53 (9 PB), and no overflow whatever the rows hold.
+            "bytes": mc["bytes"].clip(lower=0).astype("float64"),
             "dur": mc["end"] - mc["start"],
             "api": _issuing_api(events),
         }

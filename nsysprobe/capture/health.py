@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsysprobe.capture.machine import NVTX_FIX, nvtx_records_ranges, nvtx_version
-from nsysprobe.trace.reader import NVTX_RANGE_TYPES, Trace
+from nsysprobe.trace.reader import Trace
+from nsysprobe.trace.schema import NVTX_RANGE_TYPES
 
 
 def nvtx_note(sqlite: Path, trace: str, nsys_version: str) -> str | None:

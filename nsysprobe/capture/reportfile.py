@@ -12,14 +12,15 @@ import os
 import re
 from pathlib import Path
 
+from nsysprobe.files import read_head
+
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _MAGIC = b"NVIDIA Tegra Profiler Report "
 _HEADER_RE = re.compile(rb"NVIDIA Tegra Profiler Report (\d{4})[@.](\d+)[@.](\d+)(?:[@.](\d+))?")
 
 
 def read_header(path: str | os.PathLike[str], size: int = 128) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read(size)
+    return read_head(path, size)
 
 
 def is_report(path: str | os.PathLike[str]) -> bool:

@@ -1,17 +1,88 @@
 """The ``nsysprobe`` command: parse options, call the library, render. Nothing else lives here.
 
-Errors raised by the library (``nsysprobe.errors``) become one line on stderr and an exit code
-here, in one place.
+Every way a run can end is turned into an exit code and at most one line on stderr here, in
+one place (``_Group.main``):
+
+- a library error (``nsysprobe.errors``), a bad option or argument (click's usage errors), an
+  ``OSError`` or ``UnicodeError`` the library did not foresee, running out of memory:
+  ``nsysprobe: error: WHAT: WHY; FIX``, exit 2 (or the error's own code);
+- Ctrl-C: ``nsysprobe: interrupted``, exit 130; SIGTERM and SIGHUP end it the same way (exit
+  128 + the signal), so files being written are removed on the way out;
+- a closed pipe (``| head``): nothing more is printed, exit 141 as for SIGPIPE;
+- a bug: ``nsysprobe: internal error: ...``, exit 70, the traceback with ``NSYSPROBE_DEBUG=1``.
+
+Everything printed goes through ``echo``, which escapes control and format characters
+(``nsysprobe.safetext``): names from a trace cannot drive the terminal.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
+import signal
 import sys
+import traceback
 
 import click
 
 from nsysprobe.errors import NsysprobeError
+from nsysprobe.safetext import one_line, printable
+
+# Exit codes besides the errors' own (2).
+INTERRUPTED = 128 + signal.SIGINT
+BROKEN_PIPE = 128 + signal.SIGPIPE
+INTERNAL_ERROR = 70  # EX_SOFTWARE
+DEBUG_ENV = "NSYSPROBE_DEBUG"
+_STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class OutputError(NsysprobeError):
+    """Standard output or error could not be written (a full disk, a size limit)."""
+
+
+def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` (a report, a line) with control and format characters escaped; text the
+    stream's encoding cannot hold is written as backslash escapes."""
+    text = printable(text)
+    try:
+        try:
+            click.echo(text, err=err, nl=nl)
+        except UnicodeEncodeError:
+            stream = sys.stderr if err else sys.stdout
+            encoding = getattr(stream, "encoding", None) or "ascii"
+            text = text.encode(encoding, "backslashreplace").decode(encoding)
+            click.echo(text, err=err, nl=nl)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        where = "standard error" if err else "standard output"
+        raise OutputError(
+            f"{where}: cannot write to it ({exc.strerror or exc}); write the report to a file "
+            f"on a disk with space (and within ulimit -f), or to a pipe"
+        ) from None
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is so that ``finally`` blocks run."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _StoppedOutside(Exception):
+    """A ``_Stopped`` on its way out of the command, past click's Ctrl-C handling (which
+    would print a blank line for a ^C that was never typed)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum, _frame):
+    raise _Stopped(signum)
+
 
 # Each command's module is imported when that command runs (or --help lists them all), so
 # ``nsysprobe analyze`` does not pay for the launcher, the ladder or the comparisons.
@@ -45,9 +116,106 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except NsysprobeError as exc:
-            click.echo(f"nsysprobe: error: {exc}", err=True)
-            sys.exit(exc.exit_code)
+        except _Stopped as exc:
+            raise _StoppedOutside(exc.signum) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        previous = {}
+        try:
+            for sig in _STOPPING_SIGNALS:
+                previous[sig] = signal.signal(sig, _stop)
+        except ValueError:  # not the main thread: leave the signals alone
+            pass
+        try:
+            code = _exit_code(super().main(args, prog_name, complete_var, False, **extra))
+            sys.stdout.flush()
+        except BaseException as exc:  # noqa: BLE001 -- every ending gets its code and line
+            code = _ended(exc)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        sys.exit(code)
+
+
+def _exit_code(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _ended(exc: BaseException) -> int:
+    """Say how the run ended, in at most one line on stderr, and return its exit code."""
+    if isinstance(exc, click.Abort) and isinstance(exc.__cause__, BaseException):
+        exc = exc.__cause__  # click's form of Ctrl-C
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    if isinstance(exc, (_Stopped, _StoppedOutside)):
+        _say(f"nsysprobe: stopped by {signal.Signals(exc.signum).name}")
+        return 128 + exc.signum
+    if isinstance(exc, (KeyboardInterrupt, click.Abort)):
+        _say("nsysprobe: interrupted")
+        return INTERRUPTED
+    if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+        _silence_stdout()
+        return BROKEN_PIPE
+    if isinstance(exc, click.UsageError):
+        hint = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
+        return _error(f"{exc.format_message().rstrip('.')}{hint}", 2)
+    if isinstance(exc, click.ClickException):
+        return _error(exc.format_message(), 2)
+    if isinstance(exc, NsysprobeError):
+        if isinstance(exc, OutputError):
+            _silence_stdout()
+        return _error(str(exc), exc.exit_code)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return _error(
+            f"{where}{exc.strerror or exc}; check the path, its permissions and the disk", 2
+        )
+    if isinstance(exc, UnicodeError):
+        return _error(
+            f"text that is not valid in its encoding ({exc}); check the file names and the "
+            f"terminal's encoding",
+            2,
+        )
+    if isinstance(exc, MemoryError):
+        return _error(
+            "ran out of memory; analyze a shorter capture range, or on a machine with more memory",
+            2,
+        )
+    if not isinstance(exc, Exception):
+        raise exc
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exception(exc)
+    _say(
+        f"nsysprobe: internal error: {type(exc).__name__}: {exc} (a bug in nsysprobe; please "
+        f"report it with the command and, if you can, the input; {DEBUG_ENV}=1 shows the "
+        f"traceback)"
+    )
+    return INTERNAL_ERROR
+
+
+def _error(message: str, code: int) -> int:
+    _say(f"nsysprobe: error: {message}")
+    return code
+
+
+def _say(line: str) -> None:
+    """One line on stderr, whatever the line holds and whatever stderr can take."""
+    try:
+        echo(one_line(line), err=True)
+    except (OSError, NsysprobeError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the flush at exit cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,9 +8,12 @@ import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
 from nsysprobe.capture.runfolder import is_run_folder
+from nsysprobe.cli import echo
 from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_outputs, report_outputs
+from nsysprobe.errors import InputError
 from nsysprobe.numa.topology import Topology
 from nsysprobe.render import FORMATS, render
+from nsysprobe.report import check_min_gap_ms
 
 
 def is_many(path: str) -> bool:
@@ -20,6 +23,32 @@ def is_many(path: str) -> bool:
     if p.is_dir():
         return not is_run_folder(p)
     return not p.exists() and any(c in path for c in "*?[")
+
+
+# Each per-report limit's unit and an example value, for its error message.
+RANK_LIMITS = {"--rank-timeout-s": ("seconds", "600"), "--rank-memory-gb": ("GB", "8")}
+
+
+def check_rank_limit(_ctx, param: click.Parameter, value: float | None) -> float | None:
+    """--rank-timeout-s and --rank-memory-gb: a finite number above 0."""
+    if value is not None and not 0 < value < 1e12:  # NaN fails both
+        name = param.opts[0]
+        unit, example = RANK_LIMITS[name]
+        raise InputError(f"{name} {value}: give a number of {unit} above 0, e.g. {name} {example}")
+    return value
+
+
+def warn_over_cpus(workers: int | None) -> None:
+    """Say that a --workers above the CPUs this process may use starts fewer workers."""
+    from nsysprobe.many import usable_cpus
+
+    cpus = usable_cpus()
+    if workers is not None and workers > cpus:
+        echo(
+            f"nsysprobe: warning: --workers {workers}: this process may use {cpus} CPU(s) "
+            f"(its affinity); the local cluster gets {cpus} worker(s) at most",
+            err=True,
+        )
 
 
 def load_topology(where: str | None) -> Topology | None:
@@ -48,6 +77,7 @@ def load_topology(where: str | None) -> Topology | None:
 @click.option(
     "--min-gap-ms",
     type=float,
+    callback=lambda _ctx, _param, value: check_min_gap_ms(value),
     default=DEFAULT_MIN_GAP_NS / 1e6,
     show_default=True,
     help="Report GPU idle gaps longer than this. Step-level starvation shows at ~1 ms; "
@@ -80,9 +110,31 @@ def load_topology(where: str | None) -> Topology | None:
     "--scheduler",
     metavar="ADDRESS",
     help="Dask scheduler to analyze many reports on (else Dask's scheduler-address "
-    "setting, else a local cluster with one worker process per CPU).",
+    "setting, else a local cluster with one worker process per CPU); it must connect within "
+    "10 s and answer within 10 s more.",
 )
-@click.option("--workers", type=click.IntRange(min=1), help="Local cluster size.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Local cluster size (at most the CPUs this process may use, one per report).",
+)
+@click.option(
+    "--rank-timeout-s",
+    type=float,
+    callback=check_rank_limit,
+    metavar="SECONDS",
+    help="Many ranks: stop a report's analysis after this many seconds; it becomes that "
+    "rank's error and the others are compared [default: 60 + 1 per MB of the report].",
+)
+@click.option(
+    "--rank-memory-gb",
+    type=float,
+    callback=check_rank_limit,
+    metavar="GB",
+    help="Many ranks: stop a report's analysis when its process holds more than this many GB "
+    "(10^9 bytes) resident [default: the worker's memory over its threads; in a local "
+    "cluster, the machine's memory over the workers].",
+)
 @report_outputs
 def analyze(
     paths: tuple[str, ...],
@@ -94,6 +146,8 @@ def analyze(
     ranks: bool,
     scheduler: str | None,
     workers: int | None,
+    rank_timeout_s: float | None,
+    rank_memory_gb: float | None,
     **outputs,
 ):
     """Diagnose GPU starvation in PATH: a .sqlite export, a .nsys-rep/.qdrep report, or the
@@ -125,15 +179,19 @@ def analyze(
     if ranks or len(paths) > 1 or is_many(paths[0]):
         from nsysprobe.render.many import RENDERERS as MANY_RENDERERS
 
+        if scheduler is None:
+            warn_over_cpus(workers)
         many = analyze_many_with_outputs(
             paths,
             outputs,
             scheduler=scheduler,
             workers=workers,
+            rank_timeout_s=rank_timeout_s,
+            rank_memory_bytes=None if rank_memory_gb is None else int(rank_memory_gb * 1e9),
             topology=load_topology(topology),
             **options,
         )
-        click.echo(MANY_RENDERERS[fmt](many), nl=False)
+        echo(MANY_RENDERERS[fmt](many), nl=False)
         return
     report = analyze_with_outputs(
         paths[0],
@@ -141,4 +199,4 @@ def analyze(
         topology=load_topology(topology),
         **options,
     )
-    click.echo(render(report, fmt), nl=False)
+    echo(render(report, fmt), nl=False)

@@ -9,9 +9,11 @@ from pathlib import Path
 import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
+from nsysprobe.cli import echo
 from nsysprobe.compare import check_percentage, compare_runs, gate, load_run, parse_condition
 from nsysprobe.progress import Progress
 from nsysprobe.render.comparison import RENDERERS
+from nsysprobe.report import check_min_gap_ms
 
 
 @click.command()
@@ -27,6 +29,7 @@ from nsysprobe.render.comparison import RENDERERS
 @click.option(
     "--min-gap-ms",
     type=float,
+    callback=lambda _ctx, _param, value: check_min_gap_ms(value),
     default=DEFAULT_MIN_GAP_NS / 1e6,
     show_default=True,
     help="Gap threshold for traces analyzed now.",
@@ -95,8 +98,8 @@ def compare(
     comparison = compare_runs(loaded)
     if fail_if_slower is not None or conditions:
         comparison = replace(comparison, gate=gate(comparison, fail_if_slower, conditions))
-    click.echo(RENDERERS[fmt](comparison), nl=False)
+    echo(RENDERERS[fmt](comparison), nl=False)
     if comparison.gate is not None and comparison.gate.failed:
         failed = [f"{c.run}: {c.check} ({c.why})" for c in comparison.gate.checks if c.failed]
-        click.echo(f"nsysprobe: gate failed: {'; '.join(failed)}", err=True)
+        echo(f"nsysprobe: gate failed: {'; '.join(failed)}", err=True)
         sys.exit(1)

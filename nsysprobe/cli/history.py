@@ -9,7 +9,9 @@ from pathlib import Path
 import click
 
 from nsysprobe import history as history_db
+from nsysprobe.cli import echo
 from nsysprobe.render.sections import pct
+from nsysprobe.safetext import one_line
 
 
 @click.command()
@@ -41,28 +43,27 @@ def history(limit: int, fmt: str, history_path: Path | None) -> None:
             }
             for e in entries
         ]
-        click.echo(json.dumps({"history": str(path), "entries": data}, indent=2))
+        echo(json.dumps({"history": str(path), "entries": data}, indent=2))
         return
     if not entries:
-        click.echo(f"no runs recorded yet in {path}")
+        echo(f"no runs recorded yet in {path}")
         return
     table = [
         ("id", "recorded (UTC)", "trace", "steps/s", "GPU busy", "top recommendation", "command")
     ]
     for e in entries:
         m = e.metrics
-        table.append(
-            (
-                str(e.id),
-                e.recorded_utc.replace("+00:00", ""),
-                m.trace,
-                "-" if m.steps_per_s is None else f"{m.steps_per_s:.2f}",
-                "-" if m.gpu_busy_ratio is None else pct(m.gpu_busy_ratio),
-                m.top_recommendation or "-",
-                e.command,
-            )
+        row = (
+            str(e.id),
+            e.recorded_utc.replace("+00:00", ""),
+            m.trace,
+            "-" if m.steps_per_s is None else f"{m.steps_per_s:.2f}",
+            "-" if m.gpu_busy_ratio is None else pct(m.gpu_busy_ratio),
+            m.top_recommendation or "-",
+            e.command,
         )
+        table.append(tuple(one_line(cell) for cell in row))  # a hand-edited row, too
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     for r in table:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    click.echo(f"({len(entries)} newest in {path})")
+        echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    echo(f"({len(entries)} newest in {path})")

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from nsysprobe.cli import echo
 from nsysprobe.ladder import RUNGS, WorkloadOptions, check_ladder, run_ladder, select_rungs
 from nsysprobe.render.ladder import RENDERERS, render_ladder
 
 
 def _say(line: str) -> None:
-    click.echo(f"nsysprobe: {line}", err=True)
+    echo(f"nsysprobe: {line}", err=True)
 
 
 @click.command()
@@ -101,6 +102,6 @@ def ladder(
         workloads=workloads,
         progress=_say,
     )
-    click.echo(render_ladder(result, fmt), nl=False)
+    echo(render_ladder(result, fmt), nl=False)
     _say(f"runs, ladder.json and ladder.md in {result.folder}")
     check_ladder(result)

@@ -13,20 +13,24 @@ from pathlib import Path
 import click
 
 from nsysprobe.capture.runfolder import export_of
+from nsysprobe.cli import echo
 from nsysprobe.errors import NsysprobeError
 from nsysprobe.progress import Progress
 from nsysprobe.report import Report
+from nsysprobe.writer import check_output, write_output
 
 
 def _check_html(ctx: click.Context, _param, value: Path | None) -> Path | None:
+    """Refuse a --html that cannot be written before any work starts."""
     if value is not None:
-        from nsysprobe.render.html import check_writable
-
-        try:
-            check_writable(value, force=bool(ctx.params.get("force")))
-        except NsysprobeError as exc:
-            raise click.UsageError(str(exc), ctx) from None
+        check_output(value, force=bool(ctx.params.get("force")), option="--html")
     return value
+
+
+def _write_html(text: str, outputs: dict, inputs) -> Path:
+    return write_output(
+        text, outputs["html"], force=bool(outputs.get("force")), inputs=inputs, option="--html"
+    )
 
 
 def report_outputs(command):
@@ -63,6 +67,10 @@ def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
     from nsysprobe.report import analyze
 
     source = Path(path)
+    if outputs.get("html") is not None:  # the trace itself is known now
+        check_output(
+            outputs["html"], force=bool(outputs.get("force")), inputs=[source], option="--html"
+        )
     progress = Progress()
     with progress.task(f"analyzing {source.name}"):
         sqlite = export_of(source, nsys=options.get("nsys"), progress=progress)
@@ -76,17 +84,15 @@ def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
 def analyze_many_with_outputs(paths: tuple[str, ...], outputs: dict, **options):
     """Analyze one report per rank on Dask with a progress line, then write ``--html``. The
     history records single reports, so the cross-rank view is not recorded there."""
-    from nsysprobe.many import analyze_many
+    from nsysprobe.many import analyze_many, expand_paths
 
     progress = Progress()
     with progress.task("analyzing ranks"):
         many = analyze_many(paths, progress=progress, **options)
-        html = outputs.get("html")
-        if html is not None:
-            from nsysprobe.render.html import write_html
+        if outputs.get("html") is not None:
             from nsysprobe.render.many import render_many_html
 
-            write_html(render_many_html(many), html, force=bool(outputs.get("force")))
+            _write_html(render_many_html(many), outputs, expand_paths(paths))
     return many
 
 
@@ -103,12 +109,12 @@ def save_outputs(
     html = outputs.get("html")
     if html is not None:
         from nsysprobe.analyses.timeline import load_timeline
-        from nsysprobe.render.html import render_html, write_html
+        from nsysprobe.render.html import render_html
 
         if progress is not None:
             progress(f"writing {html.name}")
         timeline = load_timeline(sqlite, report.steps, report.gaps)
-        write_html(render_html(report, timeline), html, force=bool(outputs.get("force")))
+        _write_html(render_html(report, timeline), outputs, paths.values())
         paths["html"] = html
     if not outputs.get("no_history"):
         from nsysprobe import history
@@ -116,7 +122,7 @@ def save_outputs(
         try:
             history.record(report, command_line(), paths, outputs.get("history_path"))
         except (NsysprobeError, OSError) as exc:
-            click.echo(f"nsysprobe: warning: not recorded in the history: {exc}", err=True)
+            echo(f"nsysprobe: warning: not recorded in the history: {exc}", err=True)
 
 
 def command_line() -> str:

@@ -11,6 +11,7 @@ import click
 from nsysprobe.capture.doctor import run_checks
 from nsysprobe.capture.health import nvtx_note
 from nsysprobe.capture.profile import ProfileOptions, capture
+from nsysprobe.cli import echo
 from nsysprobe.cli.outputs import report_outputs, save_outputs
 from nsysprobe.errors import InputError
 
@@ -36,7 +37,7 @@ def _with_rung(rung: str | None, workload: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _say(line: str) -> None:
-    click.echo(f"nsysprobe: {line}", err=True)
+    echo(f"nsysprobe: {line}", err=True)
 
 
 @click.command(
@@ -102,7 +103,7 @@ def run(
     report = analyze(result.sqlite)
     (result.folder / ANALYSIS_FILE).write_text(render(report, "json"), encoding="utf-8")
     save_outputs(report, result.sqlite, outputs, paths={"folder": result.folder})
-    click.echo(render(report, fmt))
+    echo(render(report, fmt))
     note = nvtx_note(result.sqlite, result.trace, result.nsys.version)
     if note:
         _say(f"warning: {note}")
@@ -125,6 +126,6 @@ def doctor(nsys_path: str | None) -> None:
     for check in run_checks(nsys_path):
         mark = {True: "ok", False: "FAIL", None: "info"}[check.ok]
         fix = f" -> {check.fix}" if check.fix else ""
-        click.echo(f"{mark:4} {check.name}: {check.detail}{fix}")
+        echo(f"{mark:4} {check.name}: {check.detail}{fix}")
         failed = failed or (check.required and check.ok is False)
     sys.exit(1 if failed else 0)

@@ -16,15 +16,11 @@ Every trace string (NVTX, kernel, thread and function names) is HTML-escaped.
 from __future__ import annotations
 
 import html
-import os
 import re
-import tempfile
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 from nsysprobe.analyses.events import range_pattern
 from nsysprobe.analyses.timeline import KINDS, Timeline
-from nsysprobe.errors import InputError
 from nsysprobe.render.sections import Section, headline, ms, pct, sections
 from nsysprobe.report import Report
 
@@ -142,48 +138,6 @@ def render_html(report: Report, timeline: Timeline | None = None) -> str:
     )
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"
-
-
-def write_html(text: str, path: str | os.PathLike, *, force: bool = False) -> Path:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then moved
-    into place. Without ``force`` an existing file is never replaced, even one created
-    meanwhile by another process."""
-    path = Path(path)
-    check_writable(path, force=force)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)
-        if force:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # fails if the name exists: no window for a race
-            except FileExistsError:
-                raise InputError(_exists_message(path)) from None
-            except OSError:  # filesystems without hard links
-                if path.exists():
-                    raise InputError(_exists_message(path)) from None
-                os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def check_writable(path: Path, *, force: bool) -> None:
-    """Raise InputError now (before a long analysis) if writing ``path`` would fail."""
-    if path.is_dir():
-        raise InputError(f"--html {path}: is a folder; give a file name such as report.html")
-    if path.exists() and not force:
-        raise InputError(_exists_message(path))
-    if not path.parent.is_dir():
-        raise InputError(f"--html {path}: folder {path.parent} does not exist; create it first")
-
-
-def _exists_message(path: Path) -> str:
-    return f"--html {path}: file exists; pass --force to overwrite it or choose another name"
 
 
 def _version() -> str:

@@ -11,6 +11,21 @@ This is the only module that opens SQLite. It hides what changed between nsys ve
   (2022.4) or nowhere (older);
 - text may not be UTF-8 (a Windows export held cp1251 bytes): it is decoded leniently.
 
+Files from strangers are read within limits that are part of the design:
+
+- only the file's tables are read: a view, a virtual table or a generated column (which run
+  SQL of the file's author, e.g. a recursive view) counts as absent and is named in
+  ``ignored``; nothing is written, so the file's triggers never run;
+- SQLite's limits bound one value (``_MAX_VALUE_BYTES``) and a budget bounds the work of all
+  queries on one export (``_OPS_PER_BYTE`` VM steps per byte of the file): an export past them
+  is a one-line error, not a hang;
+- every text becomes a name (``nsysprobe.safetext.name``): at most ``NAME_CHARS`` characters,
+  control and format characters escaped, so nothing downstream prints a 20 MB name or a
+  terminal escape;
+- the path must be a regular file (a FIFO named ``x.sqlite`` would block ``open``); a WAL
+  database with a pending ``-wal`` file is read from a private copy, so no ``-shm`` appears
+  beside it.
+
 The environment nsys stores in a report (``TARGET_INFO_SYSTEM_ENV``, parts of
 ``META_DATA_CAPTURE``) is never read here, so nothing downstream can copy it.
 
@@ -22,7 +37,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,16 +51,21 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.errors import InputError, TraceError
+from nsysprobe.files import read_head
+from nsysprobe.safetext import NAME_CHARS
+from nsysprobe.safetext import name as _name
 from nsysprobe.trace.heap import large_blocks_mapped
+from nsysprobe.trace.schema import (
+    CAPTURE_EVENT_TYPE,
+    CAPTURE_EVENT_TYPES,
+    CAPTURE_FLAGS,
+    NVTX_DOMAIN_CREATE,
+    NVTX_PUSH_POP,
+    NVTX_START_END,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# NVTX eventType values as exported (ENUM_NSYS_EVENT_TYPE).
-NVTX_PUSH_POP = 59
-NVTX_START_END = 60
-NVTX_DOMAIN_CREATE = 75
-NVTX_DOMAIN_DESTROY = 76
-NVTX_RANGE_TYPES = (NVTX_PUSH_POP, NVTX_START_END)
 
 # Memory kinds as exported (ENUM_CUDA_MEM_KIND); raw CUPTI numbers them differently.
 MEM_KIND_LABELS = {
@@ -73,13 +95,6 @@ COPY_KIND_LABELS = {
     13: "UVM DtoD",
 }
 
-# Capture options nsys records per process; names only, never values of the environment.
-_CAPTURE_FLAGS = {
-    "COLLECT_NVTX_TRACE": "nvtx",
-    "COLLECT_CUDA_TRACE": "cuda",
-}
-_CAPTURE_EVENT_TYPES = {"NvtxEvents": "nvtx", "Cuda": "cuda", "OSRuntime": "osrt"}
-
 
 # Runs of digits, as ``range_pattern`` masks them.
 _DIGITS = re.compile(r"\d+")
@@ -103,10 +118,11 @@ def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
 
 
 def as_text(value: object) -> str:
-    """Text of a value that should be text: BLOBs and numbers are decoded or formatted."""
+    """Text of a value that should be text, as a name (``safetext.name``): BLOBs and numbers
+    are decoded or formatted."""
     if isinstance(value, bytes):
-        return _lenient_text(value)
-    return value if isinstance(value, str) else str(value)
+        return _text(value)
+    return _name(value if isinstance(value, str) else str(value))
 
 
 def as_int(value: object) -> int | None:
@@ -130,6 +146,11 @@ def _lenient_text(raw: bytes) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
+def _text(raw: bytes) -> str:
+    """Every text the main connection reads: decoded leniently, as a name."""
+    return _name(_lenient_text(raw[:_MAX_NAME_BYTES]))
+
+
 @dataclass(frozen=True)
 class GpuInfo:
     device_id: int
@@ -143,32 +164,52 @@ class Trace:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         wal = _check_sqlite_file(self.path)
-        self._uri = self.path.resolve().as_uri() + "?mode=ro"
+        self._copy: Path | None = None
+        source = self.path
+        self._uri = source.resolve().as_uri() + "?mode=ro"
         if wal and not Path(f"{self.path}-wal").exists():
             # A read-only reader of a WAL database would create -wal and -shm files beside the
             # user's trace; with no -wal file there is nothing pending, so read it as immutable.
             self._uri += "&immutable=1"
+        elif wal:
+            self._copy = _private_copy(self.path)
+            self._uri = (self._copy / self.path.name).as_uri() + "?mode=ro"
+        self._budget = _Budget(self.path, os.path.getsize(self.path))
         try:
-            self._db = sqlite3.connect(self._uri, uri=True)
-            self._db.text_factory = _lenient_text
-            names = self._db.execute(
-                "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"
+            self._db = self._connect(_text)
+            rows = self._db.execute(
+                "SELECT name, type, coalesce(sql, '') FROM sqlite_master "
+                "WHERE type IN ('table', 'view')"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
+            self.close()
             if _is_locked(exc):
                 raise TraceError(_locked_message(self.path, exc)) from exc
             raise TraceError(
-                f"{self.path}: cannot read it as SQLite ({exc}); re-export it with "
-                f"`nsys export --type sqlite`"
+                f"{self.path}: cannot read it as SQLite ({self._budget.explain(exc)}); "
+                f"re-export it with `nsys export --type sqlite`"
             ) from exc
-        self.tables: frozenset[str] = frozenset(n for n, _ in names)
-        self._views = frozenset(n for n, kind in names if kind == "view")
+        tables = {n for n, kind, sql in rows if kind == "table" and not _is_virtual(sql)}
+        self.tables: frozenset[str] = frozenset(tables)
+        # Views and virtual tables run the author's SQL when read: never read, named here.
+        self.ignored: tuple[str, ...] = tuple(sorted({n for n, _, _ in rows} - tables))
         self._counts: dict[str, int] = {}
+        self._opened: list[sqlite3.Connection] = []
         if "StringIds" not in self.tables and not self.tables & _EVENT_TABLES:
+            self.close()
             raise TraceError(
                 f"{self.path}: an SQLite file but not an Nsight Systems export (no StringIds "
                 f"and no event tables); export the report with `nsys export --type sqlite`"
             )
+
+    def _connect(self, text_factory) -> sqlite3.Connection:
+        """A read-only connection within the limits and the work budget of this export."""
+        db = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+        db.text_factory = text_factory
+        if hasattr(db, "setlimit"):  # Python 3.11+
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
+        db.set_progress_handler(self._budget, _OPS_PER_CHECK)
+        return db
 
     def __enter__(self) -> Trace:
         return self
@@ -177,7 +218,12 @@ class Trace:
         self.close()
 
     def close(self) -> None:
-        self._db.close()
+        for db in [getattr(self, "_db", None), *getattr(self, "_opened", ())]:
+            if db is not None:
+                db.close()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -265,7 +311,9 @@ class Trace:
             )
         valid = _valid_interval(found["start"], found["end"])
         exprs = {
-            c: raw[c] if c in raw else _int_expr(found[c]) for c in cols if c in raw or found[c]
+            c: raw[c] if c in raw else _int_expr(found[c], *_BOUNDS.get(c, ()))
+            for c in cols
+            if c in raw or found[c]
         }
         try:
             arrays, blocks = self._int_columns(
@@ -273,7 +321,7 @@ class Trace:
             )
             total = self.count_where(table, where) if where else self.count(table)
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
-            raise TraceError(_read_failed(self.path, table, exc)) from exc
+            raise TraceError(self._read_failed(table, exc)) from exc
         read = dict(zip(exprs, arrays))
         rows = len(arrays[0])
         data = {c: read[c] if c in read else np.full(rows, -1, dtype=np.int64) for c in cols}
@@ -303,10 +351,10 @@ class Trace:
         rowid = self._rowid_name(table)
         with large_blocks_mapped():
             if blocks is None:
-                results = [_parse(self._db.execute(sql).fetchone(), text)]
+                results = [_parse(self._raw.execute(sql).fetchone(), text)]
             elif len(blocks) <= 1 and not text:
                 ranged = f"{sql} AND {rowid} BETWEEN ? AND ?"
-                results = [_parse(self._db.execute(ranged, b).fetchone(), text) for b in blocks]
+                results = [_parse(self._raw.execute(ranged, b).fetchone(), text) for b in blocks]
             else:
                 results = self._read_blocks(f"{sql} AND {rowid} BETWEEN ? AND ?", blocks, text)
             arrays = []
@@ -320,17 +368,21 @@ class Trace:
         texts = [r[-1] for r in results if r[-1] is not None] if text else []
         return arrays, texts
 
+    @cached_property
+    def _raw(self) -> sqlite3.Connection:
+        """A connection whose text comes back as bytes, whole: for the joined columns."""
+        self._opened.append(self._connect(bytes))
+        return self._opened[-1]
+
     def _read_blocks(
         self, sql: str, blocks: list[tuple[int, int]], text: str | None = None
     ) -> list[list]:
-        uri = self._uri
         local = threading.local()
         opened: list[sqlite3.Connection] = []
 
         def read(block: tuple[int, int]) -> list:
             if not hasattr(local, "db"):
-                local.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-                local.db.text_factory = bytes
+                local.db = self._connect(bytes)
                 if hasattr(local.db, "setlimit"):  # Python 3.11+
                     # A block's joined names stay under this; past it the caller reads by rows.
                     local.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_BLOCK_TEXT)
@@ -347,10 +399,10 @@ class Trace:
 
     def _rowid_name(self, table: str) -> str | None:
         """The name that reaches the table's rowid (a column may take ``rowid``), or None for
-        a view, a table without rowids, or one whose columns take all three names."""
-        if table in self._views:
-            return None
-        taken = {c.lower() for c in self.columns(table)}
+        a table without rowids, or one whose columns take all three names."""
+        # Generated columns are left out of ``columns`` but still take a name.
+        xinfo = self._fetch(table, f'PRAGMA table_xinfo("{table}")')
+        taken = {str(row[1]).lower() for row in xinfo}
         return next((n for n in ("rowid", "_rowid_", "oid") if n not in taken), None)
 
     def _rowid_blocks(self, table: str) -> list[tuple[int, int]] | None:
@@ -378,7 +430,12 @@ class Trace:
         try:
             return self._db.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise TraceError(_read_failed(self.path, table, exc)) from exc
+            raise TraceError(self._read_failed(table, exc)) from exc
+
+    def _read_failed(self, table: str, exc: Exception) -> str:
+        if self._budget.spent:
+            return self._budget.explain(exc)
+        return _read_failed(self.path, table, exc)
 
     # -- strings and metadata -------------------------------------------------------------
 
@@ -428,13 +485,13 @@ class Trace:
         for name, value in zip(df["name"], df["value"]):
             key = as_text(name).rsplit(":", 1)[-1]
             if (
-                key == "CAPTURE_EVENT_TYPE"
+                key == CAPTURE_EVENT_TYPE
                 and isinstance(value, str)
-                and (value in _CAPTURE_EVENT_TYPES)
+                and (value in CAPTURE_EVENT_TYPES)
             ):
-                found.add(_CAPTURE_EVENT_TYPES[value])
-            elif key in _CAPTURE_FLAGS and str(value).lower() == "true":
-                found.add(_CAPTURE_FLAGS[key])
+                found.add(CAPTURE_EVENT_TYPES[value])
+            elif key in CAPTURE_FLAGS and str(value).lower() == "true":
+                found.add(CAPTURE_FLAGS[key])
         return frozenset(found)
 
     @cached_property
@@ -626,7 +683,7 @@ class Trace:
             )
             records = np.fromiter(cur, dtype=np.dtype([(c, np.int64) for c in cols]))
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
-            raise TraceError(_read_failed(self.path, "SCHED_EVENTS", exc)) from exc
+            raise TraceError(self._read_failed("SCHED_EVENTS", exc)) from exc
         return pd.DataFrame({c: records[c] for c in cols})
 
     def nvtx_counts(self) -> dict[int, int]:
@@ -715,7 +772,8 @@ class Trace:
             mapping = np.array([seen.setdefault(u, len(seen)) for u in uniques], dtype=np.int64)
             codes[at : at + local_codes.size] = mapping[local_codes] if mapping.size else 0
             at += local_codes.size
-        text_patterns = [range_pattern(_lenient_text(m)) for m in seen]
+        # The pattern of the name as every output shows it (cut, escaped), as for textId.
+        text_patterns = [range_pattern(_name(_lenient_text(m))) for m in seen]
         id_codes, id_values = pd.factorize(text_ids[~has_text])
         strings = self.strings
         id_patterns = [range_pattern(strings.get(int(i), "<unknown>")) for i in id_values]
@@ -806,6 +864,14 @@ _BLOCK_ROWS = 1 << 18
 _NAMES_PER_QUERY = 900  # under SQLite's oldest limit of 999 bound values
 # The longest text one block query may build (SQLite's own limit is 1e9 bytes).
 _MAX_BLOCK_TEXT = 1 << 28
+# The longest value any query may build or return (a name is cut far below).
+_MAX_VALUE_BYTES = _MAX_BLOCK_TEXT
+# Bytes of a text read to make a name of NAME_CHARS characters (4 bytes a character at most).
+_MAX_NAME_BYTES = 4 * (NAME_CHARS + 1)
+# The work budget: SQLite VM steps per byte of the export, and the steps between checks.
+_OPS_PER_BYTE = 100
+_MIN_OPS = 1 << 30
+_OPS_PER_CHECK = 1 << 16
 # Connections reading blocks at once.
 _READERS = max(1, min(4, os.cpu_count() or 1))
 
@@ -873,6 +939,11 @@ def _sorted_categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(remap[codes] if remap.size else codes, categories)
 
 
+# Sizes no real copy or memset has, read as unknown (-1): a TiB per copy is beyond any GPU's
+# memory, and sums over millions of rows stay far from overflowing.
+_MAX_OP_BYTES = 1 << 40
+_BOUNDS = {"bytes": (0, _MAX_OP_BYTES)}
+
 # Id columns read as int32 when every value fits: half the memory of tables of millions of
 # rows. Timestamps, byte counts and global thread/process ids (pid << 24) stay int64.
 _IDS = frozenset({"deviceId", "streamId", "correlationId", "nameId", "domainId", "rowid"})
@@ -902,9 +973,13 @@ def _valid_interval(start: str, end: str) -> str:
     )
 
 
-def _int_expr(column: str) -> str:
-    """The column's value where it is an integer, else -1 (NULL, text, BLOB or real)."""
-    return f'CASE WHEN typeof("{column}") = \'integer\' THEN "{column}" ELSE -1 END'
+def _int_expr(column: str, low: int | None = None, high: int | None = None) -> str:
+    """The column's value where it is an integer (within [low, high] when given), else -1
+    (NULL, text, BLOB, real, or out of bounds)."""
+    test = f"typeof(\"{column}\") = 'integer'"
+    if low is not None:
+        test += f' AND "{column}" BETWEEN {low} AND {high}'
+    return f'CASE WHEN {test} THEN "{column}" ELSE -1 END'
 
 
 def _is_locked(exc: sqlite3.DatabaseError) -> bool:
@@ -928,18 +1003,9 @@ def _read_failed(path: Path, table: str, exc: Exception) -> str:
 
 
 def _check_sqlite_file(path: Path) -> bool:
-    """Raise InputError unless ``path`` starts like an SQLite file; True if it is in WAL mode."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file; give a .sqlite export or a .nsys-rep report")
-    if path.is_dir():
-        raise InputError(
-            f"{path}: is a directory; give a .sqlite export or a .nsys-rep report inside it"
-        )
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(_HEADER_BYTES)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror}); check its permissions") from exc
+    """Raise InputError unless ``path`` is a regular file that starts like an SQLite file;
+    True if it is in WAL mode."""
+    head = read_head(path, _HEADER_BYTES)
     if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
         what = "an empty file" if not head else "not an SQLite file"
         raise InputError(
@@ -948,3 +1014,52 @@ def _check_sqlite_file(path: Path) -> bool:
         )
     # Bytes 18 and 19 of the header are the write and read format versions: 2 means WAL.
     return head[18:20] == b"\x02\x02"
+
+
+class _Budget:
+    """SQLite's progress handler: stops every query of one export once they have run more VM
+    steps together than an export of its size needs (a view or a damaged file that loops)."""
+
+    def __init__(self, path: Path, size_bytes: int):
+        self.path = path
+        self.ops = max(_MIN_OPS, _OPS_PER_BYTE * size_bytes)
+        self._checks_left = self.ops // _OPS_PER_CHECK
+        self.spent = False
+
+    def __call__(self) -> int:
+        self._checks_left -= 1
+        if self._checks_left < 0:
+            self.spent = True
+            return 1  # SQLite stops the query: "interrupted"
+        return 0
+
+    def explain(self, exc: Exception) -> str:
+        if not self.spent:
+            return str(exc)
+        return (
+            f"{self.path}: reading it took more than {self.ops:.3g} SQLite steps, far more "
+            f"than an export of its size needs; the file is damaged or built to hang readers: "
+            f"re-export the report with `nsys export --type sqlite`"
+        )
+
+
+def _is_virtual(sql: str) -> bool:
+    return sql.lstrip().upper().startswith("CREATE VIRTUAL")
+
+
+def _private_copy(path: Path) -> Path:
+    """A folder only this user can read holding a copy of the WAL database ``path`` and its
+    ``-wal`` file: reading it there leaves nothing beside the original."""
+    folder = Path(tempfile.mkdtemp(prefix="nsysprobe-wal-"))
+    try:
+        for suffix in ("", "-wal"):
+            shutil.copyfile(f"{path}{suffix}", folder / f"{path.name}{suffix}")
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise InputError(
+            f"{path}: a WAL database with a pending -wal file, and copying it to read a "
+            f"snapshot failed ({exc.strerror or exc}); free space in {tempfile.gettempdir()} "
+            f"(or set TMPDIR), or checkpoint it first: sqlite3 {path.name} 'PRAGMA "
+            f"wal_checkpoint'"
+        ) from None
+    return folder

@@ -2,7 +2,9 @@
 
 ``nsysprobe analyze`` either prints a report (exit 0; valid JSON with ``--format json``) or
 one line ``nsysprobe: error: ...`` with exit code 2. Never a traceback, never another code,
-never a change to the file analyzed or a file beside it.
+never a change to the file analyzed or a file beside it, never a control or format character
+on the terminal (what a trace's names may hold), never more than ``MAX_OUTPUT_CHARS`` of
+report, whatever the names' length.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -20,6 +23,26 @@ from nsysprobe.cli import main
 from .conftest import CASES
 
 SIDECARS = ("-journal", "-wal", "-shm")
+# A report of a sample trace is some 20,000 characters; a long name must not make it more.
+MAX_OUTPUT_CHARS = 500_000
+
+
+def unsafe_characters(text: str, keep: str = "\n\t") -> list[str]:
+    """The characters of ``text`` that can drive a terminal (Unicode control and format
+    characters, separators, lone surrogates), but ``keep``: found with ``unicodedata``,
+    independently of nsysprobe's own table."""
+    return sorted(
+        {
+            c
+            for c in text
+            if c not in keep and unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+        }
+    )
+
+
+def check_terminal_safe(stdout: str, stderr: str, where: str) -> None:
+    bad = unsafe_characters(stdout) + unsafe_characters(stderr)
+    assert not bad, f"{where}: raw {[hex(ord(c)) for c in bad]} reached the terminal"
 
 
 def digest(path: Path) -> str | None:
@@ -37,6 +60,8 @@ def _reject_constant(name: str):
 
 
 def check_outcome(exit_code: int, stdout: str, stderr: str, fmt: str, where: str) -> str:
+    check_terminal_safe(stdout, stderr, where)
+    assert len(stdout) + len(stderr) < MAX_OUTPUT_CHARS, f"{where}: {len(stdout):,} chars of output"
     if exit_code == 0:
         if fmt == "json":
             json.loads(stdout, parse_constant=_reject_constant)

@@ -3,9 +3,12 @@ ends in a report (flagging the rows it skipped) or a one-line error with exit co
 
 The mutations are applied with sqlite3 to a copy of a trace in sample_traces/ (2025.3 schema):
 tables dropped, renamed or emptied; columns dropped or renamed; NULLs, text, BLOBs, non-UTF-8
-text, floats, negative and huge integers written into chosen rows; intervals reversed; rows
-duplicated (duplicate ids); the journal switched to WAL; then the file truncated or overwritten
-in places. Hypothesis is derandomized, so CI tries the same cases on every run.
+text, floats, negative and huge integers, megabytes-long strings and terminal escapes written
+into chosen rows; intervals reversed; rows duplicated (duplicate ids); a table replaced by a
+never-ending recursive view or by a virtual table; triggers that would grow a table on any
+write; an expensive generated column hiding the rowid; 20,000 NVTX ranges nested in one
+another; the journal switched to WAL; then the file truncated or overwritten in places.
+Hypothesis is derandomized, so CI tries the same cases on every run.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from .checks import check_analyze
@@ -90,6 +93,10 @@ VALUES = (
     "CAST(x'fffe80' AS TEXT)",
     "x'ff00fe'",
     "'''; DROP TABLE StringIds; --'",
+    # what a hostile name holds: terminal escapes, a carriage return, bidi marks
+    "char(27) || ']0;owned' || char(7) || char(27) || '[2J' || char(13) || char(8238) || 'x'",
+    # a name of megabytes
+    "printf('%.*c', 3000000, 'n')",
 )
 ROWS = ("1", "rowid % 7 = 0", "rowid % 2 = 1", "rowid = (SELECT min(rowid) FROM {t})")
 
@@ -117,6 +124,7 @@ def mutations(draw):
         st.sampled_from(
             ("set", "set", "set", "reverse", "duplicate", "drop_table", "rename_table")
             + ("empty_table", "drop_column", "rename_column")
+            + ("view", "virtual", "trigger", "generated", "nest")
         )
     )
     return kind, table, column, draw(st.sampled_from(VALUES)), draw(st.sampled_from(ROWS))
@@ -138,8 +146,34 @@ def _update(db: sqlite3.Connection, table: str, present: list[str], change: str,
         db.execute(f'UPDATE "{table}" SET {change} WHERE {where}')
 
 
+NESTED = 20_000
+
+
+def _nest(db: sqlite3.Connection, present: list[str]) -> None:
+    """``NESTED`` push/pop ranges, each inside the one before, over the whole table's span, on
+    the thread of its first range."""
+    extra = [c for c in ("eventType", "text", "globalTid", "domainId") if c in present]
+    values = {"eventType": "59", "text": "'nest ' || i", "globalTid": "tid", "domainId": "0"}
+    tid = "(SELECT globalTid FROM NVTX_EVENTS LIMIT 1)" if "globalTid" in present else "0"
+    db.execute(
+        f"INSERT INTO NVTX_EVENTS (start, end{''.join(', ' + c for c in extra)}) "
+        f"WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {NESTED - 1}) "
+        f"SELECT lo + i, hi - i{''.join(', ' + values[c] for c in extra)} FROM n, "
+        f"(SELECT min(start) AS lo, max(end) AS hi, "
+        f"{tid} AS tid "
+        f"FROM NVTX_EVENTS WHERE typeof(start) = 'integer' AND typeof(end) = 'integer') "
+        f"WHERE lo IS NOT NULL AND hi - lo > {2 * NESTED}"
+    )
+
+
 def apply(db: sqlite3.Connection, mutation) -> None:
     kind, table, column, value, rows = mutation
+    (sql,) = db.execute(
+        "SELECT coalesce(max(sql), '') FROM sqlite_master WHERE name = ? AND type = 'table'",
+        (table,),
+    ).fetchone()
+    if not sql.upper().startswith("CREATE TABLE"):
+        return  # an earlier mutation removed it or made it a view or a virtual table
     present = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
     if column not in present:
         return  # an earlier mutation removed it
@@ -161,6 +195,29 @@ def apply(db: sqlite3.Connection, mutation) -> None:
         _recreate(db, table, [c for c in present if c != column])
     elif kind == "rename_column":
         db.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{column}" TO "{column}_old"')
+    elif kind == "view":  # read, it never ends
+        db.execute(f'ALTER TABLE "{table}" RENAME TO "{table}__raw"')
+        db.execute(
+            f'CREATE VIEW "{table}" AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 '
+            f'FROM n) SELECT "{table}__raw".* FROM n, "{table}__raw"'
+        )
+    elif kind == "virtual":
+        db.execute(f'ALTER TABLE "{table}" RENAME TO "{table}__raw"')
+        db.execute(f'CREATE VIRTUAL TABLE "{table}" USING fts5({", ".join(present)})')
+    elif kind == "trigger":  # on any write, the table doubles
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            db.execute(
+                f'CREATE TRIGGER IF NOT EXISTS "{table}_{event}" AFTER {event} ON "{table}" BEGIN '
+                f'INSERT INTO "{table}" SELECT * FROM "{table}"; END'
+            )
+    elif kind == "generated" and "rowid" not in {
+        r[1] for r in db.execute(f'PRAGMA table_xinfo("{table}")')
+    }:  # 200 MB each time a row's "rowid" is read
+        db.execute(
+            f"ALTER TABLE \"{table}\" ADD COLUMN \"rowid\" AS (printf('%.*c', 200000000, 'z'))"
+        )
+    elif kind == "nest" and table == "NVTX_EVENTS" and {"start", "end"} <= set(present):
+        _nest(db, present)
 
 
 def mutated_copy(folder: Path, base: str, changes, wal: bool) -> Path:
@@ -168,7 +225,8 @@ def mutated_copy(folder: Path, base: str, changes, wal: bool) -> Path:
     shutil.copyfile(SAMPLES / base, path)
     db = sqlite3.connect(path, isolation_level=None)
     try:
-        for change in changes:
+        # Triggers last: the other mutations write, and would fire them.
+        for change in sorted(changes, key=lambda change: change[0] == "trigger"):
             apply(db, change)
         if wal:
             db.execute("PRAGMA journal_mode=WAL")
@@ -182,6 +240,8 @@ FORMATS = st.sampled_from(("text", "json", "markdown", "html"))
 SETTINGS = settings(
     deadline=None,
     derandomize=True,
+    # No shrinking: a case takes a second or more, and derandomized runs repeat the failing one.
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -204,6 +264,17 @@ def _analyze(path: Path, fmt: str) -> str:
     wal=st.booleans(),
     fmt=FORMATS,
 )
+# Each new kind of hostile file at least once, whatever hypothesis draws.
+@example(BASES[0], [("view", "NVTX_EVENTS", "text", "0", "1")], False, "text")
+@example(BASES[1], [("view", "StringIds", "value", "0", "1")], True, "json")
+@example(BASES[2], [("virtual", "CUPTI_ACTIVITY_KIND_KERNEL", "start", "0", "1")], False, "json")
+@example(BASES[0], [("trigger", "StringIds", "value", "0", "1")], False, "html")
+@example(BASES[0], [("generated", "NVTX_EVENTS", "text", "0", "1")], False, "json")
+@example(BASES[1], [("generated", "CUPTI_ACTIVITY_KIND_RUNTIME", "start", "0", "1")], False, "text")
+@example(BASES[0], [("nest", "NVTX_EVENTS", "start", "0", "1")], False, "json")
+@example(BASES[2], [("set", "StringIds", "value", VALUES[-1], "1")], False, "markdown")
+@example(BASES[0], [("set", "NVTX_EVENTS", "text", VALUES[-2], "1")], False, "text")
+@example(BASES[1], [("set", "TARGET_INFO_GPU", "name", VALUES[-2], "1")], False, "html")
 def test_mutated_exports_end_in_a_report_or_one_line_error(base, changes, wal, fmt):
     with tempfile.TemporaryDirectory() as folder:
         _analyze(mutated_copy(Path(folder), base, changes, wal), fmt)

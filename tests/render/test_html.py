@@ -19,7 +19,7 @@ import nsysprobe
 from nsysprobe.analyses.timeline import PAD_RATIO, build_timeline
 from nsysprobe.cli import main
 from nsysprobe.errors import InputError
-from nsysprobe.render.html import render_html, write_html
+from nsysprobe.render.html import render_html
 
 from exports import MS, Export, ladder_rung
 
@@ -273,15 +273,24 @@ def test_html_refuses_to_overwrite_without_force(rung, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".r.html")) == []
 
 
-def test_write_html_never_replaces_a_file_that_appeared(tmp_path, monkeypatch):
+def test_html_never_replaces_a_file_that_appeared(tmp_path, monkeypatch):
     out = tmp_path / "late.html"
-    import nsysprobe.render.html as html_mod
+    import nsysprobe.writer as writer
 
-    # the file appears after the early check (another process), before the write lands
-    monkeypatch.setattr(html_mod, "check_writable", lambda path, force: None)
-    out.write_text("theirs")
+    # the file appears after the early checks (another process), before the write lands
+    checks = []
+    real_check = writer.check_output
+
+    def check_then_appear(path, **kwargs):
+        checks.append(path)
+        result = real_check(path, **kwargs)
+        if len(checks) == 2:  # write_output's own check passed; the link comes next
+            out.write_text("theirs")
+        return result
+
+    monkeypatch.setattr(writer, "check_output", check_then_appear)
     with pytest.raises(InputError, match="file exists"):
-        write_html("<p>mine</p>", out)
+        writer.write_output("<p>mine</p>", out, force=False, option="--html")
     assert out.read_text() == "theirs"
     assert [p.name for p in tmp_path.iterdir()] == ["late.html"]
 

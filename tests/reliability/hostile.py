@@ -1,0 +1,170 @@
+"""Tools for the hostile-input tests: crafted copies of a real export, and ``nsysprobe`` run as
+a real process whose time, peak memory and output are measured.
+
+``run_cli`` can first patch the library inside that process (``patch``, Python run before the
+command): a slow step made slower, so that a signal lands at a known place.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+BASE = SAMPLES / "h200_pinned.sqlite"
+
+
+@dataclass
+class Done:
+    code: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    peak_rss_mib: float
+
+    @property
+    def error_lines(self) -> list[str]:
+        return self.stderr.splitlines()
+
+
+def crafted(folder: Path, *sql: str, name: str = "trace.sqlite", base: Path = BASE) -> Path:
+    """A copy of ``base`` changed by ``sql`` (each a statement, run in order)."""
+    path = folder / name
+    shutil.copyfile(base, path)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement in sql:
+            db.execute(statement)
+    finally:
+        db.close()
+    return path
+
+
+def run_cli(
+    *args: str,
+    timeout: float = 180,
+    env: dict[str, str] | None = None,
+    patch: str = "",
+    stdout=None,
+    limits: dict[int, tuple[int, int]] | None = None,
+    on_start=None,
+    cwd: str | Path | None = None,
+) -> Done:
+    """``python -m nsysprobe ARGS`` in a fresh process: its exit code, output, wall time and
+    peak resident memory. A process still running at ``timeout`` is killed and the test
+    fails. ``on_start(proc)`` runs while it is running (to send it a signal); ``limits`` are
+    ``resource.setrlimit`` pairs set in it.
+
+    The peak is the process's own ``VmHWM``, which it writes on its way out (and which is read
+    while it runs, for a process killed first): ``wait4``'s figure would also count the memory
+    of the forked test process at exec, gigabytes after a long test session."""
+    with tempfile.TemporaryDirectory() as scratch:
+        hwm = Path(scratch) / "hwm"
+        code = (
+            "import runpy, sys\n"
+            f"{patch}\n"
+            f"sys.argv = ['nsysprobe', *{list(args)!r}]\n"
+            "try:\n"
+            "    runpy.run_module('nsysprobe', run_name='__main__')\n"
+            "finally:\n"
+            f"    open({str(hwm)!r}, 'w').write(str({_HWM_KB}))\n"
+        )
+        full_env = {**os.environ, **(env or {})}
+        full_env.setdefault("NSYSPROBE_HISTORY", str(Path(scratch) / "unused.db"))
+
+        def preexec():
+            for which, value in (limits or {}).items():
+                resource.setrlimit(which, value)
+
+        with open(Path(scratch) / "out", "w+b") as out, open(Path(scratch) / "err", "w+b") as err:
+            started = time.monotonic()
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdin=subprocess.DEVNULL,
+                stdout=stdout if stdout is not None else out,
+                stderr=err,
+                env=full_env,
+                cwd=cwd,
+                preexec_fn=preexec if limits else None,
+                start_new_session=True,
+            )
+            if on_start is not None:
+                on_start(proc)
+            peak_kb = 0
+            while True:
+                peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid))
+                pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() - started > timeout:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    os.wait4(proc.pid, 0)
+                    raise AssertionError(
+                        f"nsysprobe {' '.join(args)[:200]}: still running after {timeout} s"
+                    )
+                time.sleep(0.02)
+            wall = time.monotonic() - started
+            if hwm.exists():
+                peak_kb = max(peak_kb, int(hwm.read_text() or 0))
+            out.seek(0)
+            err.seek(0)
+            return Done(
+                code=os.waitstatus_to_exitcode(status),
+                stdout=out.read().decode("utf-8", "surrogateescape"),
+                stderr=err.read().decode("utf-8", "surrogateescape"),
+                wall_s=wall,
+                peak_rss_mib=peak_kb / 1024,
+            )
+
+
+# Python, in the measured process: its VmHWM in kB.
+_HWM_KB = (
+    "next((int(line.split()[1]) for line in open('/proc/self/status') "
+    "if line.startswith('VmHWM:')), 0)"
+)
+
+
+def _vm_hwm_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def wait_for(path: Path, timeout: float = 120) -> None:
+    """Until ``path`` exists (a marker a patched step writes)."""
+    started = time.monotonic()
+    while not path.exists():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{path} did not appear within {timeout} s")
+        time.sleep(0.02)
+
+
+def pause_at(target: str, marker: Path, seconds: float = 60) -> str:
+    """Patch code that makes ``target`` (``module:function``) write ``marker`` and sleep
+    before running, so that a signal sent once ``marker`` exists lands inside it."""
+    module, function = target.split(":")
+    return (
+        "import importlib, time, pathlib, functools\n"
+        f"_m = importlib.import_module({module!r})\n"
+        f"_f = getattr(_m, {function!r})\n"
+        "@functools.wraps(_f)\n"
+        "def _paused(*a, **k):\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('here')\n"
+        f"    time.sleep({seconds})\n"
+        "    return _f(*a, **k)\n"
+        f"setattr(_m, {function!r}, _paused)\n"
+    )
