@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import click
 
-from nsysprobe.trace.scrub import scrub as scrub_export
+from nsysprobe.cli import echo
 
 
 @click.command()
@@ -14,23 +17,69 @@ from nsysprobe.trace.scrub import scrub as scrub_export
     "--output",
     required=True,
     type=click.Path(path_type=str),
-    help="Where to write the scrubbed copy (never the input).",
+    help="Where to write the copy: a new file (never the export itself, a FIFO or a device).",
 )
-@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
-def scrub(export: str, output: str, force: bool) -> None:
-    """Copy EXPORT (.sqlite) without the environment and local paths nsys stored in it.
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it is an existing regular file.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: what was kept and dropped, for scripts (with a schema_version).",
+)
+def scrub(export: str, output: str, force: bool, fmt: str) -> None:
+    """Copy EXPORT (.sqlite) keeping only what nsysprobe's analyses read, its text scrubbed.
 
-    nsys records the profiled process's whole environment (API tokens included) in every
-    report. The copy keeps all events, ids and timestamps; it drops the environment rows,
-    environment strings and TARGET_INFO_SYSTEM_ENV, and replaces home/tmp/work paths and host
-    names. The input is never modified.
+    nsys stores far more than events in a report: the profiled process's environment and
+    command line (API tokens included), its program output, NVTX payloads, local paths, user
+    and host names. Rather than hunt for those, scrub starts from an empty database and copies
+    in only the tables and columns the analyses read (an allow-list):
 
     \b
-    Example:
+    - timestamps, ids, sizes and kinds, as they are;
+    - kernel, CUDA API, OS-call, thread, process, GPU and NVTX names, enum labels and the
+      nsys version, with secrets (HF_TOKEN=..., --api-key ..., Bearer ..., hf_/ghp_/sk-/AKIA
+      keys, long random strings), absolute paths, e-mail addresses, URLs and host names
+      replaced by <secret>, <path>, <address>, <url>, <host>.
+
+    Everything else stays behind: other tables and columns, metadata and diagnostics the
+    analyses do not read, strings no kept row names, views, triggers and indexes.
+    `nsysprobe analyze` gives the same figures on the copy as on EXPORT. Names you chose
+    yourself (NVTX ranges, threads) are kept: a secret in them is caught only in the forms
+    above, so look at them before sharing.
+
+    EXPORT is only read. The copy is built in a private folder beside OUTPUT and gets its name
+    when complete; a run killed outright (SIGKILL) may leave that hidden folder behind, holding
+    part of the scrubbed copy and nothing else.
+
+    \b
+    Examples:
       nsysprobe scrub run.sqlite -o run-shareable.sqlite
+      nsysprobe scrub run.sqlite -o run-shareable.sqlite --force --format json
     """
+    from nsysprobe.trace.scrub import SCHEMA_VERSION
+    from nsysprobe.trace.scrub import scrub as scrub_export
+
     result = scrub_export(export, output, force=force)
-    click.echo(
-        f"wrote {result.output}: removed {result.environment_rows} environment rows, "
-        f"blanked {result.strings_blanked} strings and {result.paths_blanked} metadata paths"
+    if fmt == "json":
+        data = dataclasses.asdict(result)
+        data["output"] = str(result.output)
+        data["tables_kept"] = list(result.tables_kept)
+        echo(json.dumps({"schema_version": SCHEMA_VERSION, **data}, indent=2))
+        return
+    r = result
+    echo(
+        f"wrote {r.output}: kept {_n(len(r.tables_kept), 'table')} with the columns nsysprobe "
+        f"reads; dropped {_n(r.tables_dropped, 'table')}, {_n(r.columns_dropped, 'column')} "
+        f"and {r.objects_dropped:,} views/triggers/indexes"
     )
+    echo(
+        f"scrubbed {_n(r.texts_scrubbed, 'name')} (secrets, paths, addresses); dropped "
+        f"{_n(r.strings_dropped, 'unreferenced string')} and "
+        f"{_n(r.rows_dropped, 'metadata/diagnostic row')}"
+    )
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

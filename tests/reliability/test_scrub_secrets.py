@@ -1,0 +1,787 @@
+"""``nsysprobe scrub`` leaves no secret: an allow-list copy, read-only input, one writer (#12).
+
+Real exports (every trace in sample_traces/, and the three in ../shared/traces/ where present)
+get a distinct secret planted in every text column of every table, text in the number columns,
+tables and columns a future nsys might add (process arguments, ``jsonText``, a BLOB, an unused
+column of a table the analyses read), and the kinds found in public traces, each where nsys
+puts it. The scrubbed copy's bytes, and every file left in its folder, must hold none of them,
+while ``nsysprobe analyze`` gives the same figures on the copy as on the original, and the copy
+holds every column the reader reads (recorded through SQLite's authorizer) and none it reads in
+no export. Then the hostile cases: triggers and views in the
+input, SIGTERM and SIGKILL in the middle of a scrub, two scrubs racing for one ``-o``, and an
+``-o`` that is a FIFO, a device or the input.
+
+Secrets in text the analyses show (NVTX, kernel, thread, process and GPU names, metadata that
+is kept) are shaped as real ones are (``HF_TOKEN=hf_...``, ``Bearer ...``, a home path); the
+others are plain markers that only an allow-list removes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsysprobe.cli import main
+
+from conftest import SAMPLE_TRACES, SHARED_TRACES
+from exports import VM, gpid, gtid, ladder_rung
+
+REPO = Path(__file__).resolve().parents[2]
+TOPOLOGY = SAMPLE_TRACES / "h200_topology"
+
+
+def _real_traces() -> list[Path]:
+    shared = sorted(SHARED_TRACES.glob("*.sqlite")) if SHARED_TRACES.is_dir() else []
+    return sorted(SAMPLE_TRACES.glob("*.sqlite")) + shared
+
+
+TRACES = _real_traces()
+
+# Text the analyses show or match: kept (scrubbed), so what is planted there is shaped as a
+# secret a scrubber must recognise. Everything else gets a plain marker.
+SHOWN = {
+    ("NVTX_EVENTS", "text"),
+    ("StringIds", "value"),
+    ("PROCESSES", "name"),
+    ("TARGET_INFO_GPU", "name"),
+    ("TARGET_INFO_GPU", "busLocation"),
+    ("TARGET_INFO_CUDA_DEVICE", "name"),
+    ("TARGET_INFO_CUDA_GPU", "name"),
+    ("ENUM_CUDA_MEM_KIND", "label"),
+    ("ENUM_CUDA_MEMCPY_OPER", "name"),
+    ("DIAGNOSTIC_EVENT", "text"),
+    ("META_DATA_EXPORT", "name"),
+    ("META_DATA_EXPORT", "value"),
+    ("EXPORT_META_DATA", "name"),
+    ("EXPORT_META_DATA", "value"),
+    ("META_DATA_CAPTURE", "name"),
+    ("META_DATA_CAPTURE", "value"),
+}
+
+# How secrets look in real traces: each takes a marker (letters and digits).
+SHAPES = (
+    lambda m: f"HF_TOKEN=hf_{m}",
+    lambda m: f"--hf-token=hf_{m}",
+    lambda m: f"Authorization: Bearer {m}",
+    lambda m: f"env WANDB_API_KEY={m} python train.py",
+    lambda m: f"aws_secret_access_key={m}",
+    lambda m: f"/home/{m}/project/train.py",
+    lambda m: f"C:\\Users\\{m}\\run",
+    lambda m: f"{m}@example.com",
+    lambda m: f"export OPENAI_API_KEY=sk-proj-{m}",
+    lambda m: f"password: {m}",
+    lambda m: f"https://{m}.example.com/v1",
+    lambda m: f"ghp_{m}",
+    lambda m: f"~/{m}/.netrc",
+    lambda m: f"/tmp/{m}/out.log",
+    lambda m: f"--api-key {m}",
+)
+
+
+# How nsys declares the tables planted into where an export lacks them.
+DDL = {
+    "StringIds": "id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL",
+    "META_DATA_CAPTURE": "name TEXT NOT NULL, value TEXT",
+    "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
+    "ANALYSIS_FILE": "id INTEGER PRIMARY KEY, filename TEXT, contentId INTEGER, "
+    "globalPid INTEGER NOT NULL",
+    "ProcessStreams": "globalPid INTEGER NOT NULL, filenameId INTEGER NOT NULL, "
+    "contentId INTEGER NOT NULL",
+    "TARGET_INFO_SYSTEM_ENV": "globalVid INTEGER, devStateName TEXT NOT NULL, "
+    "name TEXT NOT NULL, nameEnum INTEGER NOT NULL, value TEXT NOT NULL",
+    "NVTX_EVENTS": "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT, "
+    "globalTid INTEGER, textId INTEGER, domainId INTEGER",
+    "DIAGNOSTIC_EVENT": "timestamp INTEGER NOT NULL, timestampType INTEGER NOT NULL, "
+    "source INTEGER NOT NULL, severity INTEGER NOT NULL, text TEXT NOT NULL, globalPid INTEGER",
+    "PROCESSES": "globalPid INTEGER, pid INTEGER, name TEXT",
+    "ThreadNames": "nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER",
+}
+
+
+class Planted:
+    """Distinct secrets, each holding a marker that no export holds by chance."""
+
+    def __init__(self):
+        self.where: dict[str, str] = {}
+
+    def marker(self, where: str) -> str:
+        m = "zq" + secrets.token_hex(9)
+        self.where[m] = where
+        return m
+
+    def shaped(self, where: str) -> str:
+        return SHAPES[len(self.where) % len(SHAPES)](self.marker(where))
+
+    def plain(self, where: str) -> str:
+        return f"planted {self.marker(where)}"
+
+    def text(self, table: str, column: str, where: str) -> str:
+        return self.shaped(where) if (table, column) in SHOWN else self.plain(where)
+
+    def found_in(self, data: bytes) -> list[str]:
+        return [f"{w} ({m})" for m, w in self.where.items() if m.encode() in data]
+
+
+def _tables(db: sqlite3.Connection) -> list[str]:
+    rows = db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    )
+    return [name for (name,) in rows]
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
+    """(name, declared type, pk) of the table's columns."""
+    info = db.execute(f'PRAGMA table_info("{table}")').fetchall()
+    return [(row[1], (row[2] or "").upper(), row[5]) for row in info]
+
+
+def _is_number(declared: str) -> bool:
+    return "INT" in declared or declared in ("REAL", "FLOAT", "DOUBLE", "NUMERIC")
+
+
+def _ensure(db: sqlite3.Connection, table: str) -> None:
+    if table not in _tables(db):
+        db.execute(f'CREATE TABLE "{table}" ({DDL[table]})')
+
+
+def _insert(db: sqlite3.Connection, table: str, **values) -> int:
+    cols = ", ".join(f'"{c}"' for c in values)
+    marks = ", ".join("?" * len(values))
+    return db.execute(
+        f'INSERT INTO "{table}" ({cols}) VALUES ({marks})', tuple(values.values())
+    ).lastrowid
+
+
+def _string(db: sqlite3.Connection, text: str) -> int:
+    (top,) = db.execute("SELECT coalesce(max(id), 0) FROM StringIds").fetchone()
+    db.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (top + 1, text))
+    return top + 1
+
+
+def plant_where_nsys_puts_them(db: sqlite3.Connection, p: Planted) -> None:
+    """The kinds of secrets found in shared traces, each in the table nsys stores it in."""
+    tid, pid = gtid(), gpid()
+    _ensure(db, "StringIds")
+    _ensure(db, "META_DATA_CAPTURE")
+    capture = {
+        "PROCESS_0:ARGUMENT_1": f"--hf-token=hf_{p.marker('process arguments')}",
+        "PROCESS_0:COMMAND": f"env WANDB_API_KEY={p.marker('command line')} python train.py",
+        "PROCESS_0:ENVIRONMENT_VARIABLE": f"aws_secret_access_key={p.marker('lower-case aws')}",
+        "PROCESS_0:WORKING_DIR": f"/home/{p.marker('home path')}/project",
+        "PROCESS_0:USER_NAME": p.marker("capture user name"),
+        "DEVICE_DISPLAY_NAME": f"{p.marker('capture host name')}-workstation",
+        # a kept option whose name carries text before its key
+        f"{p.marker('capture option prefix')}:COLLECT_CUDA_TRACE": "true",
+    }
+    for name, value in capture.items():
+        _insert(db, "META_DATA_CAPTURE", name=name, value=value)
+    meta = "EXPORT_META_DATA" if "EXPORT_META_DATA" in _tables(db) else "META_DATA_EXPORT"
+    if meta not in _tables(db):
+        _ensure(db, "META_DATA_EXPORT")
+    for name, value in {
+        "EXPORT_USER": p.marker("EXPORT_USER"),
+        "EXPORT_HOST": p.marker("EXPORT_HOST"),
+        "EXPORT_PARAM_INPUT_PATH_ABS": f"C:\\Users\\{p.marker('C:/Users path')}\\r.nsys-rep",
+        "ANALYSIS_FILE": f"/tmp/nvidia/{p.marker('ANALYSIS_FILE metadata')}/stdout.log",
+    }.items():
+        _insert(db, meta, name=name, value=value)
+    _ensure(db, "ANALYSIS_FILE")
+    output = _string(db, f"wandb: logged in with {p.marker('program output')}")
+    _insert(
+        db,
+        "ANALYSIS_FILE",
+        filename=f"/tmp/nvidia/nsight_systems/{p.marker('ANALYSIS_FILE')}/pid_1_stdout.log",
+        contentId=output,
+        globalPid=pid,
+    )
+    _ensure(db, "ProcessStreams")
+    _insert(
+        db,
+        "ProcessStreams",
+        globalPid=pid,
+        filenameId=_string(db, f"/tmp/{p.marker('stream file name')}/stdout"),
+        contentId=_string(db, f"curl -H 'Authorization: Bearer {p.marker('Bearer output')}'"),
+    )
+    _string(db, f"HOME=/home/x\x00HF_TOKEN={p.marker('environment block')}\x00PATH=/usr/bin")
+    _string(db, f"export HF_TOKEN={p.marker('export HF_TOKEN')}")
+    _ensure(db, "TARGET_INFO_SYSTEM_ENV")
+    for name, value in {
+        "HF_TOKEN": f"export HF_TOKEN={p.marker('system env')}",
+        "Hostname": p.marker("system env host name"),
+    }.items():
+        _insert(
+            db,
+            "TARGET_INFO_SYSTEM_ENV",
+            globalVid=VM,
+            devStateName="Local",
+            name=name,
+            nameEnum=1,
+            value=value,
+        )
+    _ensure(db, "NVTX_EVENTS")
+    nvtx = {c for c, _, _ in _columns(db, "NVTX_EVENTS")}
+    for col, ddl in (("jsonText", "TEXT"), ("binaryData", "TEXT"), ("payload", "BLOB")):
+        if col not in nvtx:
+            db.execute(f'ALTER TABLE NVTX_EVENTS ADD COLUMN "{col}" {ddl}')
+    t0 = 1_000_000
+    rows = [
+        dict(eventType=34, text=p.plain("NVTX mark")),
+        dict(eventType=59, text=f"load /home/{p.marker('NVTX range path')}/data"),
+        dict(eventType=59, text=f"save C:\\Users\\{p.marker('NVTX C:/Users path')}\\ckpt.pt"),
+        dict(eventType=59, textId=_string(db, f"step Bearer {p.marker('NVTX registered name')}")),
+        dict(eventType=75, text=f"team {p.marker('NVTX domain name')}@example.com"),
+        dict(
+            eventType=59,
+            text="Batch 0",
+            jsonText=json.dumps({"api_key": p.marker("NVTX jsonText")}),
+            binaryData=p.plain("NVTX binaryData"),
+            payload=p.plain("NVTX BLOB payload").encode(),
+        ),
+    ]
+    for i, row in enumerate(rows):
+        _insert(db, "NVTX_EVENTS", start=t0 + i, end=t0 + i + 10, globalTid=tid, domainId=0, **row)
+    _ensure(db, "DIAGNOSTIC_EVENT")
+    for text in (
+        f"Process was launched by the profiler, see /tmp/nvidia/{p.marker('DIAGNOSTIC_EVENT')}"
+        "/pid_1_stdout.log",
+        f"Number of incomplete CUPTI events dropped: 3 (HF_TOKEN={p.marker('kept diagnostic')})",
+    ):
+        _insert(
+            db,
+            "DIAGNOSTIC_EVENT",
+            timestamp=0,
+            timestampType=0,
+            source=0,
+            severity=1,
+            text=text,
+            globalPid=pid,
+        )
+    _ensure(db, "PROCESSES")
+    _insert(
+        db,
+        "PROCESSES",
+        globalPid=pid,
+        pid=4242,
+        name=f"/home/{p.marker('process name')}/.venv/bin/python",
+    )
+    _ensure(db, "ThreadNames")
+    _insert(
+        db,
+        "ThreadNames",
+        nameId=_string(db, f"loader of {p.marker('thread name')}@corp.example.com"),
+        priority=0,
+        globalTid=tid,
+    )
+    # Tables and columns a future nsys might add.
+    db.execute(
+        "CREATE TABLE PROCESS_ARGUMENTS (globalPid INTEGER, idx INTEGER, argument TEXT, raw BLOB)"
+    )
+    _insert(
+        db,
+        "PROCESS_ARGUMENTS",
+        globalPid=pid,
+        idx=1,
+        argument=f"--hf-token=hf_{p.marker('PROCESS_ARGUMENTS')}",
+        raw=p.plain("PROCESS_ARGUMENTS blob").encode(),
+    )
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in _tables(db):
+        db.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN launchCommand TEXT")
+        db.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET launchCommand = ? "
+            "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+            (p.plain("unused column of a read table"),),
+        )
+
+
+def plant_everywhere(db: sqlite3.Connection, p: Planted) -> None:
+    """A secret in every text column of every table (the first row), and a row whose every
+    column holds one (text in the number columns too)."""
+    for table in _tables(db):
+        cols = _columns(db, table)
+        texts = [c for c, declared, _ in cols if not _is_number(declared)]
+        if texts and db.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]:
+            sets = ", ".join(f"\"{c}\" = coalesce(\"{c}\" || ' ', '') || ?" for c in texts)
+            db.execute(
+                f'UPDATE "{table}" SET {sets} WHERE rowid = (SELECT min(rowid) FROM "{table}")',
+                [p.text(table, c, f"{table}.{c}") for c in texts],
+            )
+        row = {}
+        for c, declared, pk in cols:
+            if pk and declared.startswith("INT") and sum(1 for *_, k in cols if k) == 1:
+                row[c] = db.execute(
+                    f'SELECT coalesce(max("{c}"), 0) + 1 FROM "{table}"'
+                ).fetchone()[0]
+            elif _is_number(declared):
+                row[c] = p.plain(f"text in {table}.{c}")
+            else:
+                row[c] = p.text(table, c, f"{table}.{c} (new row)")
+        _insert(db, table, **row)
+
+
+def planted_copy(trace: Path, folder: Path) -> tuple[Path, Planted]:
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / trace.name
+    shutil.copyfile(trace, src)
+    p = Planted()
+    db = sqlite3.connect(src)
+    plant_where_nsys_puts_them(db, p)
+    plant_everywhere(db, p)
+    db.commit()
+    db.close()
+    return src, p
+
+
+def folder_bytes(folder: Path) -> bytes:
+    """Every byte of every file under ``folder`` (those that vanish meanwhile are skipped)."""
+    parts = []
+    for path in sorted(folder.rglob("*")):
+        try:
+            if path.is_file() and not path.is_symlink():
+                parts.append(path.read_bytes())
+        except FileNotFoundError:
+            continue
+    return b"\0".join(parts)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def one_error_line(output: str) -> str:
+    lines = output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nsysprobe: error: "), output
+    return lines[0]
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.stem)
+def test_no_planted_secret_survives_in_the_copy_or_its_folder(trace, tmp_path):
+    src, planted = planted_copy(trace, tmp_path / "in")
+    assert len(planted.where) > 60
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    survivors = planted.found_in(folder_bytes(out.parent))
+    assert not survivors, f"{len(survivors)} secrets survived: {survivors}"
+    assert [p.name for p in out.parent.iterdir()] == ["shared.sqlite"]
+    report = invoke("analyze", str(out), "--format", "json", "--no-history")
+    assert report.exit_code == 0, report.output
+    assert not planted.found_in(report.output.encode())
+
+
+def _synthetic(version: str, shape: str = ""):
+    """A built export of ``version`` with every table the reader reads; ``shape``:
+    ``old-names`` (kernels named by ``demangledName`` only, GPUs by ``id``) or
+    ``cuda-device`` (GPUs only in ``TARGET_INFO_CUDA_DEVICE``, as 2025.1+ may leave them)."""
+
+    def build(folder: Path) -> Path:
+        ex = ladder_rung("multiworker", version=version)
+        ex.memcpy_kind_enum()
+        ex.gpu("0000:19:00.0")
+        if version == "2020.3":
+            ex.tables.pop("TARGET_INFO_GPU")
+            ex.row("TARGET_INFO_CUDA_GPU", cudaId=0, name="NVIDIA H200", busLocation="0000:19:00.0")
+        if shape == "old-names":
+            for row in ex.tables["CUPTI_ACTIVITY_KIND_KERNEL"]:
+                row.pop("shortName")
+            for row in ex.tables["TARGET_INFO_GPU"]:
+                row.pop("cuDevice")
+        if shape == "cuda-device":
+            ex.tables.pop("TARGET_INFO_GPU")
+            ex.row("TARGET_INFO_CUDA_DEVICE", gpuId=0, cudaId=0, pid=4242)
+        ex.row("TARGET_INFO_SESSION_START_TIME", utcEpochNs=1_700_000_000 * 10**9, utcTime="x")
+        ex.row("ANALYSIS_DETAILS", globalVid=VM, duration=10**10, startTime=0, stopTime=10**10)
+        ex.row(
+            "CUPTI_ACTIVITY_KIND_DRIVER",
+            start=2_000_000,
+            end=2_100_000,
+            globalTid=gtid(),
+            correlationId=1,
+            nameId=ex.sid("cuLaunchKernel"),
+        )
+        ex.overhead(3_000_000, 3_500_000)
+        ex.graph(4_000_000, 5_000_000, launch_span=(3_900_000, 3_910_000))
+        ex.memset(6_000_000, 6_100_000)
+        ex.sched(0, 10**9, cpu=3)
+        ex.thread_name("pt_data_worker", tid=4250)
+        ex.row("PROCESSES", globalPid=gpid(), pid=4242, name="python3")
+        ex.nvtx(0, 0, "NCCL", event_type=75, inline_text=True)
+        for text in ("Hardware tracing used for CUDA tracing", "Number of events dropped: 12"):
+            ex.row(
+                "DIAGNOSTIC_EVENT", timestamp=0, source=1, severity=2, text=text, globalPid=gpid()
+            )
+        name = "_".join(filter(None, ("synthetic", version, shape)))
+        return ex.save(folder / f"{name}.sqlite")
+
+    build.__name__ = "_".join(filter(None, ("synthetic", version, shape)))
+    return build
+
+
+def _real(trace: Path):
+    def build(folder: Path) -> Path:
+        return trace
+
+    build.__name__ = trace.stem
+    return build
+
+
+CASES = [_real(t) for t in TRACES] + [
+    _synthetic("2020.3"),
+    _synthetic("2022.4"),
+    _synthetic("2026.2"),
+    _synthetic("2023.4", "old-names"),
+    _synthetic("2026.2", "cuda-device"),
+]
+
+
+def _reads_recorded(reads: set[tuple[str, str]]):
+    """``sqlite3.connect`` whose connections record every (table, column) SQLite reads."""
+    connect = sqlite3.connect
+
+    def record(action, table, column, _db, _trigger):
+        if (
+            action == sqlite3.SQLITE_READ
+            and column
+            and column.lower() not in ("rowid", "_rowid_", "oid")
+            and not table.startswith("sqlite_")
+        ):
+            reads.add((table, column))
+        return sqlite3.SQLITE_OK
+
+    def recording(*args, **kwargs):
+        db = connect(*args, **kwargs)
+        db.set_authorizer(record)
+        return db
+
+    return recording
+
+
+def _read_everything(path: Path) -> None:
+    """Every reading of the reader that takes no argument, beyond what ``analyze`` asks."""
+    from functools import cached_property
+
+    from nsysprobe.trace.reader import Trace
+
+    with Trace(path) as trace:
+        for name, attr in vars(Trace).items():
+            if name.startswith("_") or name == "close":
+                continue
+            if isinstance(attr, (property, cached_property)):
+                getattr(trace, name)
+            elif callable(attr) and attr.__code__.co_argcount == 1:
+                getattr(trace, name)()
+
+
+def _analysis(path: Path, *options: str) -> dict:
+    args = ["analyze", str(path), "--format", "json", "--no-history", *options]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    report["trace"].pop("path")
+    return report
+
+
+def _table_columns(path: Path) -> set[tuple[str, str]]:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {(t, c) for t in _tables(db) for c, _, _ in _columns(db, t)}
+    finally:
+        db.close()
+
+
+class Original:
+    """A case's input, its report, and the (table, column) pairs the reader read from it."""
+
+    def __init__(self, src: Path, options: tuple[str, ...]):
+        self.src, self.options = src, options
+        self.reads: set[tuple[str, str]] = set()
+        self.report: dict = {}
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory, request) -> dict[str, Original]:
+    """Every case analyzed once, with every column SQLite reads for the reader recorded."""
+    found = {}
+    patch = pytest.MonkeyPatch()
+    try:
+        for case in CASES:
+            src = case(tmp_path_factory.mktemp(case.__name__))
+            # the traces captured with --cpuctxsw are placed on the machine they came from
+            options = ("--topology", str(TOPOLOGY)) if "cpuctxsw" in src.name else ()
+            original = Original(src, options)
+            patch.setattr(sqlite3, "connect", _reads_recorded(original.reads))
+            original.report = _analysis(src, *options)
+            _read_everything(src)
+            patch.undo()
+            found[case.__name__] = original
+    finally:
+        patch.undo()
+    return found
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__)
+def test_the_copy_gives_the_same_figures_and_holds_exactly_what_the_reader_reads(
+    case, originals, tmp_path
+):
+    original = originals[case.__name__]
+    out = tmp_path / "shared.sqlite"
+    result = invoke("scrub", str(original.src), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert _analysis(out, *original.options) == original.report
+    had, kept = _table_columns(original.src), _table_columns(out)
+    dropped = sorted(rc for rc in original.reads & had if rc not in kept)
+    assert not dropped, f"the reader reads these columns and scrub dropped them: {dropped}"
+    read_anywhere = set().union(*(o.reads for o in originals.values()))
+    extra = sorted(kept - read_anywhere)
+    assert not extra, f"scrub kept columns the reader reads in no export: {extra}"
+
+
+def _with_traps(src: Path) -> None:
+    """Triggers that would write 64 MiB per firing, a never-ending view named like a table
+    the reader reads, an index on an expression."""
+    db = sqlite3.connect(src)
+    db.execute("CREATE TABLE trap_log (x BLOB)")
+    grow = (
+        "INSERT INTO trap_log SELECT zeroblob(1 << 20) FROM (WITH RECURSIVE c(i) AS "
+        "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 64) SELECT i FROM c);"
+    )
+    _ensure(db, "TARGET_INFO_SYSTEM_ENV")
+    _insert(
+        db,
+        "TARGET_INFO_SYSTEM_ENV",
+        globalVid=VM,
+        devStateName="Local",
+        name="HF_TOKEN",
+        nameEnum=1,
+        value="hf_x",
+    )
+    _string(db, "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz")
+    for table in ("TARGET_INFO_SYSTEM_ENV", "StringIds", "META_DATA_CAPTURE", "META_DATA_EXPORT"):
+        if table in _tables(db):
+            for event in ("INSERT", "UPDATE", "DELETE"):
+                trigger = f'"grow_{table}_{event}" AFTER {event} ON "{table}"'
+                db.execute(f"CREATE TRIGGER {trigger} BEGIN {grow} END")
+    db.execute(
+        "CREATE VIEW CUPTI_ACTIVITY_KIND_DRIVER AS WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+        'SELECT i + 1 FROM c) SELECT i AS start, i + 1 AS "end", 1 AS globalTid, '
+        "i AS correlationId, 1 AS nameId FROM c"
+    )
+    db.execute("CREATE INDEX by_lower ON StringIds (lower(value))")
+    db.commit()
+    db.close()
+
+
+def test_triggers_and_views_in_the_input_never_run(tmp_path):
+    src = tmp_path / "in" / "traps.sqlite"
+    src.parent.mkdir()
+    shutil.copyfile(SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite", src)
+    _with_traps(src)
+    before = src.read_bytes()
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    started = time.monotonic()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert time.monotonic() - started < 60
+    assert src.read_bytes() == before
+    assert sorted(p.name for p in src.parent.iterdir()) == ["traps.sqlite"]
+    assert out.stat().st_size <= src.stat().st_size
+    db = sqlite3.connect(out)
+    kinds = {kind for (kind,) in db.execute("SELECT type FROM sqlite_master")}
+    names = set(_tables(db))
+    db.close()
+    assert kinds == {"table"}
+    assert "trap_log" not in names and "CUPTI_ACTIVITY_KIND_DRIVER" not in names
+
+
+def test_a_text_too_long_for_any_export_is_refused_in_one_line(tmp_path):
+    src = tmp_path / "in" / "huge.sqlite"
+    src.parent.mkdir()
+    shutil.copyfile(SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite", src)
+    db = sqlite3.connect(src)
+    name = _string(db, "x" * (20 << 20))
+    _insert(db, "ThreadNames", nameId=name, priority=0, globalTid=gtid())
+    db.commit()
+    db.close()
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 2
+    assert "longer than" in one_error_line(result.output)
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def large_export(tmp_path_factory) -> tuple[Path, Planted]:
+    """A real export grown to ~60 MB: 600,000 NVTX ranges named with a token, 200,000
+    environment strings, and the secrets of ``plant_where_nsys_puts_them``: a scrub of it
+    takes seconds, long enough to be interrupted."""
+    folder = tmp_path_factory.mktemp("large")
+    src, planted = planted_copy(SAMPLE_TRACES / "h200_tiny_layers.sqlite", folder)
+    named, env = planted.marker("NVTX range names"), planted.marker("environment strings")
+    db = sqlite3.connect(src)
+    db.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+        "VALUES (?, ?, 59, ?, ?, 0)",
+        ((i * 1000, i * 1000 + 500, f"step {i} token={named}", gtid()) for i in range(600_000)),
+    )
+    (top,) = db.execute("SELECT max(id) FROM StringIds").fetchone()
+    db.executemany(
+        "INSERT INTO StringIds (id, value) VALUES (?, ?)",
+        ((top + 1 + i, f"HF_TOKEN={env}{i}") for i in range(200_000)),
+    )
+    db.commit()
+    db.close()
+    return src, planted
+
+
+def _scrub_process(src: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "nsysprobe", "scrub", str(src), "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_scrub_killed_midway_leaves_no_unscrubbed_byte(large_export, signum, tmp_path):
+    src, planted = large_export
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    run = _scrub_process(src, out)
+    try:
+        deadline = time.monotonic() + 120
+        while run.poll() is None and time.monotonic() < deadline:
+            written = [p for p in out.parent.rglob("*") if p.is_file()]
+            if any(p.stat().st_size >= 4 << 20 for p in written if p.exists()):
+                break
+            time.sleep(0.02)
+        midway = folder_bytes(out.parent)  # what another user could read at that moment
+        assert run.poll() is None, "scrub ended before it was killed: grow large_export"
+        run.send_signal(signum)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    if signum == signal.SIGTERM:
+        assert run.returncode == 128 + signum, stderr
+        assert [line for line in stderr.splitlines() if line] == ["nsysprobe: stopped by SIGTERM"]
+        assert list(out.parent.iterdir()) == []
+    else:
+        assert run.returncode == -signum
+    for left in out.parent.rglob("*"):
+        if left.is_dir():
+            assert stat.S_IMODE(left.stat().st_mode) & 0o077 == 0, f"{left} is not private"
+    assert not out.exists()
+    assert not planted.found_in(midway), "unscrubbed content in the output folder mid-way"
+    assert not planted.found_in(folder_bytes(out.parent))
+
+
+def test_two_scrubs_to_one_output_one_wins_the_other_says_so(large_export, tmp_path):
+    src, planted = large_export
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    runs = [_scrub_process(src, out) for _ in range(2)]
+    results = [run.communicate(timeout=300) for run in runs]
+    codes = sorted(run.returncode for run in runs)
+    assert codes == [0, 2], results
+    loser = next(stderr for run, (_, stderr) in zip(runs, results) if run.returncode == 2)
+    line = one_error_line(loser)
+    assert line.startswith(f"nsysprobe: error: -o {out}: file exists"), line
+    assert [p.name for p in out.parent.iterdir()] == ["shared.sqlite"]
+    assert not planted.found_in(out.read_bytes())
+    db = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    assert db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0] > 600_000
+    db.close()
+
+
+def _fifo(folder: Path, src: Path) -> Path:
+    path = folder / "pipe.sqlite"
+    os.mkfifo(path)
+    return path
+
+
+def _device(folder: Path, src: Path) -> Path:
+    path = folder / "null"
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # what /dev/null is
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+    return path
+
+
+def _dev_null(folder: Path, src: Path) -> Path:
+    return Path(os.devnull)
+
+
+def _the_input(folder: Path, src: Path) -> Path:
+    return src
+
+
+def _hard_link(folder: Path, src: Path) -> Path:
+    path = folder / "link.sqlite"
+    os.link(src, path)
+    return path
+
+
+def _symlink(folder: Path, src: Path) -> Path:
+    path = folder / "symlink.sqlite"
+    path.symlink_to(src)
+    return path
+
+
+@pytest.mark.parametrize(
+    "target, force, says",
+    [
+        (_fifo, False, "is a FIFO"),
+        (_fifo, True, "is a FIFO"),
+        (_dev_null, False, "is a character device"),
+        (_device, True, "is a character device"),
+        (_the_input, False, "is an input"),
+        (_the_input, True, "is an input"),
+        (_hard_link, True, "is an input"),
+        (_symlink, True, "is a symbolic link"),
+    ],
+    ids=[
+        "fifo",
+        "fifo-force",
+        "dev-null",
+        "device-force",
+        "input",
+        "input-force",
+        "hard-link-force",
+        "symlink-force",
+    ],
+)
+def test_an_output_that_is_not_a_new_regular_file_is_refused_before_any_work(
+    target, force, says, tmp_path
+):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    src = folder / "trace.sqlite"
+    shutil.copyfile(SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite", src)
+    out = target(folder, src)
+    kind = stat.S_IFMT(os.lstat(out).st_mode)
+    before = src.read_bytes()
+    listing = sorted(p.name for p in folder.iterdir())
+    result = invoke("scrub", str(src), "-o", str(out), *(["--force"] if force else []))
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert line.startswith(f"nsysprobe: error: -o {out}: {says}"), line
+    assert stat.S_IFMT(os.lstat(out).st_mode) == kind
+    assert src.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == listing
