@@ -11,6 +11,15 @@ per-step wall and start times. A worker holds one report's events at a time and 
 none. A ``.nsys-rep`` is exported by the one task that analyzes it (``ensure_sqlite`` writes
 to a temporary file and renames it), so no report is exported twice.
 
+One report cannot take the others down. On Linux each is analyzed in a process forked from
+its worker for it (``summarize_bounded``), stopped after ``--rank-timeout-s`` (by default
+60 s plus 1 s per MB of the report) or once its resident memory passes ``--rank-memory-gb``
+(by default the worker's share of memory: the worker's limit over its threads); that, a kill
+by the OOM killer, or its worker dying (Dask's ``KilledWorker``) is that rank's error, and
+the other ranks are compared as usual. A local cluster has at most one worker per CPU this
+process may use. A ``--scheduler`` must accept the connection within 10 s, and finish
+Dask's handshake within 10 s more.
+
 Step starts are aligned across reports on the UTC clock: the report's session start
 (``TARGET_INFO_SESSION_START_TIME``) plus the step's start on the report's own clock. A rank's
 **start lag** is the median over step indexes of how much later its step began than the
@@ -38,11 +47,18 @@ least the metric's floor (GPU idle, pageable copies, OS-runtime call time, start
 
 from __future__ import annotations
 
-import glob
+import gc
+import importlib
 import os
+import pickle
 import re
+import select
+import signal
+import stat
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -81,6 +97,24 @@ DISTINCT_METRICS = (
     ("start_lag_ns", "step start lag", "ns"),
 )
 _GLOB_CHARS = re.compile(r"[*?\[]")
+# A report's analysis is stopped after RANK_TIMEOUT_BASE_S + RANK_TIMEOUT_S_PER_MB per MB of
+# the file unless --rank-timeout-s says otherwise: 30x the time a 2-core machine takes.
+RANK_TIMEOUT_BASE_S = 60.0
+RANK_TIMEOUT_S_PER_MB = 1.0
+MEMORY_POLL_S = 0.1  # how often the analysis process's resident memory is checked
+SCHEDULER_CONNECT_S = 10.0  # at most, to connect to a --scheduler; as long again to shake hands
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Held from a pipe's making to the fork and the parent's closing of its end, so that no
+# report's process holds a copy of another's write end (which would keep its reader waiting).
+_FORK_LOCK = threading.Lock()
+# What a report's analysis imports on first use: imported by the worker once, before its first
+# fork, so that each report's process starts with them (measured: 0.1-0.2 s a report less).
+_CHILD_IMPORTS = (
+    "nsysprobe.capture.runfolder",
+    "nsysprobe.metrics",
+    "nsysprobe.render",
+    "nsysprobe.trace.reader",
+)
 # NUMA: the rank's threads ran this much less of their time on the GPU's node than the others'.
 NUMA_CAUSE_DROP_RATIO = 0.25
 
@@ -185,13 +219,14 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
                 )
             found += inside
         elif path.exists():
+            if not path.is_file():
+                raise InputError(
+                    f"{path}: {_file_kind(path)}, not a report file (reading it could wait "
+                    f"forever); give .sqlite exports or .nsys-rep reports"
+                )
             found.append(path)
         elif _GLOB_CHARS.search(str(spec)):
-            matches = [
-                Path(m)
-                for m in glob.glob(str(spec), recursive=True)
-                if Path(m).is_file() and Path(m).suffix in TRACE_SUFFIXES
-            ]
+            matches = _glob(str(spec))
             if not matches:
                 raise InputError(f"{spec}: the glob matches no .sqlite or .nsys-rep file")
             found += matches
@@ -205,6 +240,29 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
         if not (resolved.suffix == ".sqlite" and resolved.with_suffix("") in reports)
     ]
     return sorted(kept, key=_natural_key)
+
+
+def _glob(spec: str) -> list[Path]:
+    """The trace files ``spec`` matches. ``**`` does not descend into links to folders (as
+    pathlib's glob), so links back up the tree cannot make the walk endless."""
+    parts = Path(spec).parts
+    fixed = next(i for i, part in enumerate(parts) if _GLOB_CHARS.search(part))
+    try:
+        matches = Path(*parts[:fixed]).glob(str(Path(*parts[fixed:])))
+        return [m for m in matches if m.is_file() and m.suffix in TRACE_SUFFIXES]
+    except ValueError as exc:  # '**' inside a name
+        raise InputError(
+            f"{spec}: not a glob ({exc}); use '**' alone between slashes, e.g. 'runs/**/*.sqlite'"
+        ) from None
+
+
+def _file_kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
 
 
 def rank_labels(files: Sequence[Path]) -> list[str]:
@@ -379,6 +437,177 @@ def _peak_rss_bytes() -> int | None:
     return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux counts KiB
 
 
+# -- one report's limits ----------------------------------------------------------------------
+
+
+def default_rank_timeout_s(path: str | os.PathLike) -> float:
+    """A report's time limit unless one is given: RANK_TIMEOUT_BASE_S plus RANK_TIMEOUT_S_PER_MB
+    for each MB of the file (a .nsys-rep's export is part of its analysis)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    return RANK_TIMEOUT_BASE_S + RANK_TIMEOUT_S_PER_MB * size / 1e6
+
+
+def default_rank_memory_bytes() -> int:
+    """A report's memory limit unless one is given: the Dask worker's memory limit (a local
+    cluster's worker has the machine's memory over the workers), else the machine's memory,
+    over the reports the worker analyzes at once (its threads)."""
+    limit, slots = None, 1
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        limit, slots = worker.memory_manager.memory_limit, worker.state.nthreads
+    except (ImportError, ValueError):  # not on a Dask worker
+        pass
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(limit or machine) // max(1, slots)
+
+
+def summarize_bounded(
+    path: str,
+    label: str,
+    options: dict,
+    timeout_s: float | None = None,
+    memory_bytes: int | None = None,
+) -> list[RankSummary]:
+    """``summarize_report`` in a process forked for this report, stopped (with whatever it
+    started, such as ``nsys export``) after ``timeout_s`` seconds or once its resident memory
+    passes ``memory_bytes`` (by default ``default_rank_timeout_s`` and
+    ``default_rank_memory_bytes``). Being stopped, or killed (by the OOM killer), is this
+    report's error; the worker lives on. Off Linux the report is analyzed here, unbounded."""
+    if not sys.platform.startswith("linux"):
+        return summarize_report(path, label, options)
+    timeout_s = default_rank_timeout_s(path) if timeout_s is None else timeout_s
+    memory_bytes = default_rank_memory_bytes() if memory_bytes is None else memory_bytes
+    for name in _CHILD_IMPORTS:
+        importlib.import_module(name)
+    started = time.perf_counter()
+    with _FORK_LOCK:
+        read_fd, write_fd = os.pipe()
+        gc.freeze()  # the child's collector leaves the worker's objects (and their pages) alone
+        pid = os.fork()
+        if pid == 0:
+            _analyze_in_child(path, label, options, read_fd, write_fd)
+        gc.unfreeze()
+        os.close(write_fd)
+    why = "failed"
+    try:
+        _own_group(pid)
+        payload, why = _collect(pid, read_fd, timeout_s, memory_bytes)
+    finally:
+        os.close(read_fd)
+        if why is not None:
+            _kill_group(pid)
+        status = os.waitpid(pid, 0)[1]
+    if why is None and payload:
+        return pickle.loads(payload)
+    if why == "time":
+        error = (
+            f"{path}: analysis stopped after {_number(timeout_s)} s (--rank-timeout-s); give it "
+            f"more time with --rank-timeout-s, or analyze it alone: nsysprobe analyze {path}"
+        )
+    elif why == "memory":
+        error = (
+            f"{path}: analysis stopped at {_number(memory_bytes / 1e9)} GB resident "
+            f"(--rank-memory-gb); give it more with --rank-memory-gb, on workers with that much "
+            f"memory each, or analyze it alone: nsysprobe analyze {path}"
+        )
+    elif os.WIFSIGNALED(status):
+        error = (
+            f"{path}: the process analyzing it was killed by "
+            f"{signal.Signals(os.WTERMSIG(status)).name}, as the OOM killer does when the "
+            f"machine runs out of memory; run fewer --workers, or a --rank-memory-gb below each "
+            f"one's share of the machine"
+        )
+    else:
+        error = (
+            f"{path}: the process analyzing it ended (exit code "
+            f"{os.waitstatus_to_exitcode(status)}) without a result; see the Dask worker's log"
+        )
+    summary = _error_summary(label, Path(path).name, error)
+    return [replace(summary, worker=_worker_name(), analyze_s=time.perf_counter() - started)]
+
+
+def _analyze_in_child(path: str, label: str, options: dict, read_fd: int, write_fd: int):
+    """The forked process: analyze, send the pickled summaries, exit. Never returns into the
+    worker's code."""
+    code = 1
+    try:
+        os.close(read_fd)
+        _own_group(0)
+        _die_with_parent()
+        data = pickle.dumps(summarize_report(path, label, options))
+        with open(write_fd, "wb") as out:
+            out.write(data)
+        code = 0
+    except BaseException:  # noqa: BLE001 -- said in the worker's log; the parent reports it
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _own_group(pid: int) -> None:
+    """Make ``pid`` (0: this process) lead a process group of its own, so that stopping it
+    stops what it started. Both parent and child call it: whichever runs first wins."""
+    try:
+        os.setpgid(pid, 0)
+    except OSError:  # the other one did it first, or the child is gone
+        pass
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when the thread that forked it ends: a worker that dies
+    leaves no analysis running."""
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # died before the request
+        os._exit(1)
+
+
+def _collect(pid: int, fd: int, timeout_s: float, memory_bytes: int) -> tuple[bytes, str | None]:
+    """What the child sends until it closes the pipe, or why it was stopped ("time",
+    "memory"; "failed" when it closed the pipe without sending anything)."""
+    deadline = time.monotonic() + timeout_s
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    chunks = []
+    while (left := deadline - time.monotonic()) > 0:
+        if _resident_bytes(pid) > memory_bytes:
+            return b"", "memory"
+        if poller.poll(min(MEMORY_POLL_S, left) * 1000):
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return (b"".join(chunks), None) if chunks else (b"", "failed")
+            chunks.append(chunk)
+    return b"", "time"
+
+
+def _resident_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):  # gone
+        return 0
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except OSError:  # no group yet: the process alone
+            pass
+
+
+def _number(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 # -- fan-out on Dask --------------------------------------------------------------------------
 
 
@@ -388,6 +617,8 @@ def analyze_many(
     *,
     scheduler: str | None = None,
     workers: int | None = None,
+    rank_timeout_s: float | None = None,
+    rank_memory_bytes: int | None = None,
     progress: Callable[[str], None] | None = None,
     **analyze_options,
 ) -> ManyReport:
@@ -395,8 +626,11 @@ def analyze_many(
 
     ``client``: a ``dask.distributed.Client`` to run on. Else ``scheduler`` (an address such
     as ``tcp://HOST:8786``), else Dask's ``scheduler-address`` configuration, else a
-    ``LocalCluster`` of ``workers`` processes (default: one per CPU, at most one per report),
-    one thread each, the machine's memory divided among them. ``analyze_options`` are those of
+    ``LocalCluster`` of ``workers`` processes (default and most: one per CPU this process may
+    use, at most one per report), one thread each, the machine's memory divided among them.
+    Each report is analyzed in a process of its own (``summarize_bounded``), stopped after
+    ``rank_timeout_s`` seconds or at ``rank_memory_bytes`` resident; that, or its worker dying,
+    is that rank's error and the other ranks are compared. ``analyze_options`` are those of
     ``nsysprobe.analyze`` (``min_gap_ms``, ``step_range``, ``nsys``, ``topology``).
     """
     if isinstance(paths, (str, os.PathLike)):
@@ -405,28 +639,55 @@ def analyze_many(
     labels = rank_labels(files)
     if "pid" in analyze_options:
         raise InputError("analyze_many: pid is chosen per report; leave it out")
-    with dask_client(client, scheduler=scheduler, workers=workers or min(_cpus(), len(files))) as c:
+    workers = min(workers or usable_cpus(), len(files))
+    with dask_client(client, scheduler=scheduler, workers=workers) as c:
+        from distributed import as_completed
+
         futures = c.map(
-            summarize_report,
+            summarize_bounded,
             [str(f) for f in files],
             labels,
             options=analyze_options,
+            timeout_s=rank_timeout_s,
+            memory_bytes=rank_memory_bytes,
             pure=False,
-            retries=1,
         )
-        if progress is not None:
-            from distributed import as_completed
-
-            for done, _ in enumerate(as_completed(futures), 1):
+        index = {future.key: i for i, future in enumerate(futures)}
+        per_report: list[list[RankSummary]] = [[] for _ in files]
+        for done, future in enumerate(as_completed(futures), 1):
+            i = index[future.key]
+            if future.status == "finished":
+                per_report[i] = future.result()
+            else:
+                per_report[i] = [_lost(files[i], labels[i], future)]
+            if progress is not None:
                 progress(f"analyzed {done}/{len(files)} reports")
-        per_report = c.gather(futures)
     return cross_rank([s for summaries in per_report for s in summaries])
+
+
+def _lost(path: Path, label: str, future) -> RankSummary:
+    """The error of a report whose task ended without a result: its worker died, or the task
+    failed or was cancelled on the cluster."""
+    from distributed import KilledWorker
+
+    exc = future.exception() if future.status == "error" else None
+    if isinstance(exc, KilledWorker):
+        error = (
+            f"{path}: the Dask worker analyzing it died (KilledWorker), as when the OOM killer "
+            f"ends a worker process; see the workers' logs, and run fewer --workers or a lower "
+            f"--rank-memory-gb"
+        )
+    else:
+        why = f"{type(exc).__name__}: {exc}" if exc is not None else f"it was {future.status}"
+        error = f"{path}: its task on the Dask cluster failed ({why}); see the workers' logs"
+    return _error_summary(label, path.name, error)
 
 
 @contextmanager
 def dask_client(client=None, *, scheduler: str | None = None, workers: int | None = None):
     """The given client, one connected to ``scheduler`` (or Dask's configured address), or a
-    LocalCluster sized to the machine, closed on exit when made here."""
+    LocalCluster of ``workers`` processes (at most, and by default, one per CPU this process
+    may use), closed on exit when made here."""
     if client is not None:
         yield client
         return
@@ -435,8 +696,10 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
 
     address = scheduler or dask.config.get("scheduler-address", None)
     if address:
+        timeout_s = _connect_timeout_s()
+        check_scheduler(str(address), timeout_s)
         try:
-            made = Client(address)  # times out after distributed.comm.timeouts.connect
+            made = Client(address, timeout=timeout_s)
         except (OSError, TimeoutError) as exc:
             raise InputError(
                 f"--scheduler {address}: cannot connect ({exc}); start one with `dask "
@@ -448,7 +711,7 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
         return
     import logging
 
-    n = max(1, workers or _cpus())
+    n = max(1, min(workers or usable_cpus(), usable_cpus()))
     with (
         LocalCluster(
             n_workers=n,
@@ -463,7 +726,70 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
         yield made
 
 
-def _cpus() -> int:
+def check_scheduler(address: str, timeout_s: float = SCHEDULER_CONNECT_S) -> None:
+    """Raise InputError unless ``address`` is a scheduler address, a connection opens within
+    ``timeout_s`` and what answers completes Dask's handshake within as long again. Dask's own
+    client waits for the handshake without a limit: a server that answers anything else (a
+    2 GiB frame header) holds it forever."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    fix = (
+        "give the address `dask scheduler` prints (tcp://HOST:PORT), or leave --scheduler out "
+        "for a local cluster"
+    )
+    try:
+        scheme, location = parse_address(address)
+        if scheme == "inproc":
+            raise ValueError("inproc:// reaches only a scheduler inside the same Python process")
+        get_backend(scheme)
+        if not 0 < parse_host_port(location)[1] < 1 << 16:
+            raise ValueError("the port is not in 1-65535")
+    except ValueError as exc:
+        raise InputError(f"--scheduler {address}: not a scheduler address ({exc}); {fix}") from None
+
+    async def handshake() -> None:
+        # Dask gives up connecting after timeout_s; the handshake then gets as long again.
+        comm = await asyncio.wait_for(connect(address, timeout=timeout_s), 2 * timeout_s)
+        comm.abort()
+
+    with ThreadPoolExecutor(1) as pool:  # a thread of its own: the caller may run a loop
+        try:
+            pool.submit(asyncio.run, handshake()).result()
+        except asyncio.TimeoutError:
+            raise InputError(
+                f"--scheduler {address}: no Dask scheduler answered (something accepted the "
+                f"connection but did not finish Dask's handshake within {_number(2 * timeout_s)} "
+                f"s); {fix}"
+            ) from None
+        except OSError as exc:
+            raise InputError(
+                f"--scheduler {address}: cannot connect ({exc}); start one with `dask "
+                f"scheduler` and `dask worker {address}`, or leave --scheduler out for a "
+                f"local cluster"
+            ) from None
+        except Exception as exc:  # noqa: BLE001 -- whatever answered is not a scheduler
+            raise InputError(
+                f"--scheduler {address}: what answered is not a Dask scheduler "
+                f"({type(exc).__name__}: {exc}); {fix}"
+            ) from None
+
+
+def _connect_timeout_s() -> float:
+    """SCHEDULER_CONNECT_S, or Dask's connect timeout when that is shorter."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    configured = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    return min(SCHEDULER_CONNECT_S, configured)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), else the machine's."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
