@@ -1,4 +1,15 @@
-"""Finish a capture that nsys left as a ``.qdstrm`` because its importer failed to run."""
+"""Finish a capture that nsys left as a ``.qdstrm`` because its importer failed to run.
+
+A ``.qdstrm`` is nsys's raw stream: gigabytes for a few GPU steps (2.0 GB for 100 2048x2048
+matmuls traced with cuda,nvtx,osrt on the H200), holding nothing the report made from it
+lacks. nsys writes it to ``$TMPDIR`` as ``nsys-report-XXXX.qdstrm`` and deletes it once its
+importer has written the report; only when that import fails does it move the stream beside
+the report, as ``X.qdstrm`` for ``--output X``. QdstrmImporter itself never deletes its input.
+So nsysprobe deletes a stream as nsys does, once the report made from it exists
+(``remove_imported_stream``): right after QdstrmImporter succeeded, not after a later export,
+which can fail (a full disk) or be interrupted without the stream being any less redundant.
+It is kept whenever the import failed.
+"""
 
 from __future__ import annotations
 
@@ -54,7 +65,8 @@ def importer_status(nsys: NsysInstall) -> ImporterStatus:
 
 
 def finish_qdstrm(qdstrm: Path, nsys: NsysInstall, log: Path | None = None) -> Path:
-    """Run ``QdstrmImporter -i X.qdstrm`` to write ``X.nsys-rep``; the ``.qdstrm`` is kept."""
+    """Run ``QdstrmImporter -i X.qdstrm`` to write ``X.nsys-rep``, then delete the ``.qdstrm``
+    as nsys does; when the import fails the ``.qdstrm`` is kept and the error says how to retry."""
     importer = find_importer(nsys)
     if importer is None:
         raise CaptureError(
@@ -80,4 +92,17 @@ def finish_qdstrm(qdstrm: Path, nsys: NsysInstall, log: Path | None = None) -> P
             f"QdstrmImporter failed on {qdstrm} (kept): {last}; see {log or 'its output'} "
             f"and retry with: {importer} -i {qdstrm}"
         )
+    remove_imported_stream(report)
     return report
+
+
+def remove_imported_stream(report: Path) -> bool:
+    """Delete ``X.qdstrm`` beside the report ``X.nsys-rep`` imported from it; True if one went.
+
+    Call it only once the report is known whole: QdstrmImporter succeeded on it, or nsys wrote
+    it (nsys writes a report only after its import succeeded), or it was exported."""
+    stream = report.with_suffix(".qdstrm")
+    if report.suffix != ".nsys-rep" or not report.is_file() or not stream.is_file():
+        return False
+    stream.unlink(missing_ok=True)
+    return True

@@ -2,7 +2,7 @@
 
 A run folder holds everything about one run::
 
-    report.nsys-rep    the capture (report.qdstrm while unfinished; deleted once exported)
+    report.nsys-rep    the capture (report.qdstrm while unfinished; deleted once imported)
     report.sqlite      its SQLite export
     nsys-command.txt   the exact nsys command line
     nsys.log           nsys's console output, interleaved with the workload's
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nsysprobe.capture.export import ensure_sqlite
-from nsysprobe.capture.importer import finish_qdstrm
+from nsysprobe.capture.importer import finish_qdstrm, remove_imported_stream
 from nsysprobe.capture.locate import NsysInstall, find_nsys
 from nsysprobe.capture.machine import cuda_gpu_visible
 from nsysprobe.errors import CaptureError, InputError, NothingCaptured
@@ -231,6 +231,8 @@ def capture(
         if not report.is_file():
             message = _nothing_message(folder, code, interrupted, capture_range)
             raise NothingCaptured(message, code or 2)
+        # The report exists, so its stream goes now, before an export that may fail.
+        remove_imported_stream(report)
         sqlite = ensure_sqlite(report, str(install.path), progress=say)
     except NothingCaptured:
         raise
@@ -238,8 +240,6 @@ def capture(
         # The capture is kept: say how to pick up from it once the cause is fixed.
         exc.args = (f"{exc}; once fixed, `nsysprobe analyze {folder}` finishes the job",)
         raise
-    # A .qdstrm is huge (GBs for a few GPU steps) and redundant once the export exists.
-    qdstrm.unlink(missing_ok=True)
     return CaptureResult(
         folder=folder,
         nsys=install,

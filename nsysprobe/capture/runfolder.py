@@ -4,7 +4,10 @@ A capture can stop at any stage: nsys wrote only ``report.qdstrm`` (its importer
 load), only ``report.nsys-rep`` (the export failed, or the disk filled), or nothing at all
 (nsys or the workload failed first). ``nsysprobe analyze RUN_FOLDER`` picks up where it
 stopped: ``report.sqlite`` if it is there, else ``report.nsys-rep`` exported, else
-``report.qdstrm`` imported and exported. What was captured is never deleted.
+``report.qdstrm`` imported and exported. What was captured is never lost: ``report.qdstrm`` is
+deleted, as nsys deletes its own, only once the report made from it exists, and here only once
+that report was exported, now or before (it may have been imported by hand, following the
+error that ``nsysprobe run`` printed, and an interrupted import leaves half a report).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsysprobe.capture.export import ensure_sqlite
-from nsysprobe.capture.importer import finish_qdstrm
+from nsysprobe.capture.importer import finish_qdstrm, remove_imported_stream
 from nsysprobe.capture.locate import find_nsys
 from nsysprobe.capture.profile import COMMAND_FILE, LOG_FILE, REPORT_STEM
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
@@ -54,9 +57,12 @@ def run_folder_sqlite(
     report = folder / f"{REPORT_STEM}.nsys-rep"
     qdstrm = folder / f"{REPORT_STEM}.qdstrm"
     if sqlite.is_file() and _starts_like_sqlite(sqlite):
+        remove_imported_stream(report)
         return sqlite
     if report.is_file():
-        return ensure_sqlite(report, nsys=nsys, progress=progress)
+        exported = ensure_sqlite(report, nsys=nsys, progress=progress)
+        remove_imported_stream(report)
+        return exported
     if qdstrm.is_file():
         if progress:
             progress(f"finishing {qdstrm.name} with QdstrmImporter")

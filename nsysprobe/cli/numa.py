@@ -9,6 +9,8 @@ import sys
 
 import click
 
+from nsysprobe.cli import echo
+from nsysprobe.errors import TopologyError
 from nsysprobe.numa import render
 from nsysprobe.numa.bind import MEMORY_POLICIES, apply_binding
 from nsysprobe.numa.launch import launch as launch_ranks
@@ -50,7 +52,7 @@ def _topology(root: str, from_dir: str | None) -> Topology:
 
 
 def _emit(fmt: str, as_json: dict, as_text: str) -> None:
-    click.echo(json.dumps(as_json, indent=2) if fmt == "json" else as_text)
+    echo(json.dumps(as_json, indent=2) if fmt == "json" else as_text)
 
 
 @click.command()
@@ -58,7 +60,10 @@ def _emit(fmt: str, as_json: dict, as_text: str) -> None:
 @_from
 @_format
 def topo(root: str, from_dir: str | None, fmt: str) -> None:
-    """Show NUMA nodes, their CPUs and memory, and each GPU's node."""
+    """Show NUMA nodes, their CPUs and memory, and each GPU's node.
+
+    Inside a Slurm job or container, also which GPUs' nodes have no CPU in its cpuset:
+    binding to those nodes is impossible there."""
     topology = _topology(root, from_dir)
     _emit(fmt, render.topology_json(topology), render.topology_text(topology))
 
@@ -75,7 +80,10 @@ def numa() -> None:
 @_from
 @_format
 def plan(mode: str, nproc_per_node: int | None, root: str, from_dir: str | None, fmt: str) -> None:
-    """The CPUs each local rank gets, as torchrun --numa-binding MODE would bind them."""
+    """The CPUs each local rank gets, as torchrun --numa-binding MODE would bind them.
+
+    A rank whose GPU's node has no CPU in this job's cpuset (a Slurm job given CPUs of other
+    nodes) is shown unbound, with the reason."""
     result = make_plan(_topology(root, from_dir), mode, nproc_per_node)
     _emit(fmt, render.plan_json(result), render.plan_text(result))
 
@@ -89,16 +97,23 @@ def plan(mode: str, nproc_per_node: int | None, root: str, from_dir: str | None,
 def exec_(
     mode: str, memory: str, local_rank: int | None, root: str, command: tuple[str, ...]
 ) -> None:
-    """Bind for LOCAL_RANK, then exec COMMAND (use under torchrun --no-python)."""
+    """Bind for LOCAL_RANK, then exec COMMAND (use under torchrun --no-python).
+
+    When the GPU's node has no CPU in this job's cpuset, COMMAND runs unbound (the reason
+    is printed)."""
     rank = local_rank_from(os.environ) if local_rank is None else local_rank
     binding = binding_for_rank(discover(root), mode, rank, memory)
-    click.echo(f"nsysprobe: rank {rank}: {binding.describe()}", err=True)
+    echo(f"nsysprobe: rank {rank}: {binding.describe()}", err=True)
     apply_binding(binding)
     sys.stdout.flush()
     try:
         os.execvp(command[0], command)
     except FileNotFoundError:
-        raise click.ClickException(f"cannot run {command[0]!r}: not found on PATH") from None
+        raise TopologyError(f"cannot run {command[0]!r}: not found on PATH") from None
+    except OSError as exc:
+        raise TopologyError(
+            f"cannot run {command[0]!r} ({exc.strerror}): give a program you may execute"
+        ) from None
 
 
 @numa.command()
@@ -136,7 +151,10 @@ def launch(
     root: str,
     command: tuple[str, ...],
 ) -> None:
-    """Start N ranks of COMMAND with torchrun's environment, each bound before it starts."""
+    """Start N ranks of COMMAND with torchrun's environment, each bound before it starts.
+
+    A rank whose GPU's node has no CPU in this job's cpuset starts unbound (the reason is
+    printed)."""
     topology = None if mode == "none" else discover(root)
     code = launch_ranks(
         command,

@@ -1,7 +1,8 @@
 """Start one process per local rank with torchrun's environment, each bound before it starts.
 
 Each rank is forked, bound (CPUs and memory policy for its GPU under the chosen mode) and then
-executes the command, so the command's first instruction already runs in place. SIGINT,
+executes the command, so the command's first instruction already runs in place. A rank whose
+GPU's node has no CPU in this job's cpuset starts unbound, and the launcher says why. SIGINT,
 SIGTERM and SIGHUP are forwarded to every rank; when one rank fails the others are stopped
 (their collectives would hang otherwise). The exit status is the worst of the ranks that
 ended on their own (a rank stopped because another failed does not count; it would report the
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 from nsysprobe.errors import TopologyError
 from nsysprobe.numa.bind import Binding, apply_binding
+from nsysprobe.numa.cpulist import MAX_CPUS
 from nsysprobe.numa.rank import binding_for_rank
 from nsysprobe.numa.topology import Topology
 
@@ -64,6 +66,11 @@ def launch(
         raise TopologyError("no command to launch: put it after --, e.g. -- python train.py")
     if nproc < 1:
         raise TopologyError(f"--nproc-per-node {nproc} must be at least 1")
+    if nproc > MAX_CPUS:
+        raise TopologyError(
+            f"--nproc-per-node {nproc} is more ranks than Linux has CPUs ({MAX_CPUS} at most): "
+            "start one rank per GPU"
+        )
     port = master_port or free_port()
     bindings: list[Binding | None] = [None] * nproc
     if mode is not None:

@@ -14,6 +14,10 @@ Verdicts, for a GPU on node G:
 - ``unknown``: no GPU known for it, or its GPU's node is unknown, or /proc could not be read.
 
 On a machine with one node holding CPUs every placement is local and binding cannot help.
+
+``/proc`` is read with the bounds of ``nsysprobe.files``: a process that exits midway,
+a file that is not a regular one (under a ``--root`` that is not a real ``/proc``) or bytes that
+are not UTF-8 (a thread may name itself anything) make that entry unknown, never a hang.
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsysprobe.errors import TopologyError
-from nsysprobe.numa.cpulist import format_cpulist, parse_cpulist
+from nsysprobe.files import read_lines, read_text
+from nsysprobe.numa.cpulist import format_cpulist, parse_cpulist, parse_nodelist
 from nsysprobe.numa.plan import visible_gpus
-from nsysprobe.numa.topology import Topology, nodes_of, single_cpu_node
+from nsysprobe.numa.topology import SYSFS_MAX_BYTES, Topology, nodes_of, single_cpu_node
 
 LOCAL_PAGES_RATIO = 0.9
+# /proc/PID/environ is bounded by the kernel's argument limit (ARG_MAX, a quarter of the stack).
+ENVIRON_MAX_BYTES = 16 << 20
+_UNREADABLE = "skipped"
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,8 @@ def _describe(
     policy, pages = _numa_maps(base / "numa_maps")
     gpu_node = _gpu_node(topology, gpu)
     entries = [_entry(topology, pid, None, role, status, policy, pages, gpu, gpu_node)]
-    for task in sorted((base / "task").glob("[0-9]*"), key=lambda p: int(p.name)):
+    tasks = [task for task in (base / "task").glob("[0-9]*") if _is_number(task.name)]
+    for task in sorted(tasks, key=lambda p: int(p.name)):
         tid = int(task.name)
         if tid == pid:
             continue
@@ -112,7 +121,9 @@ def _entry(
     gpu: int | None,
     gpu_node: int | None,
 ) -> Placement:
-    cpus = parse_cpulist(status.get("Cpus_allowed_list", ""))
+    who = f"thread {tid}" if tid is not None else f"process {pid}"
+    cpus = parse_cpulist(status.get("Cpus_allowed_list", ""), where=f"Cpus_allowed_list of {who}")
+    mems = status.get("Mems_allowed_list", "")
     cpu_nodes = nodes_of(topology, cpus)
     verdict, reason = _verdict(topology, cpu_nodes, pages or {}, gpu, gpu_node)
     return Placement(
@@ -122,7 +133,7 @@ def _entry(
         name=status.get("Name", "?"),
         cpus=cpus,
         cpu_nodes=cpu_nodes,
-        mems_allowed=parse_cpulist(status.get("Mems_allowed_list", "")),
+        mems_allowed=parse_nodelist(mems, where=f"Mems_allowed_list of {who}"),
         policy=policy,
         pages_kb_by_node=tuple(sorted((pages or {}).items())),
         gpu=gpu,
@@ -178,7 +189,7 @@ def _gpu_node(topology: Topology, gpu: int | None) -> int | None:
 
 def _gpu_from_env(env: dict[str, str]) -> int | None:
     rank = env.get("LOCAL_RANK", "")
-    if not rank.isdigit():
+    if not _is_number(rank):
         return None
     visible = visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))
     if visible is None:
@@ -189,49 +200,60 @@ def _gpu_from_env(env: dict[str, str]) -> int | None:
 def _children(proc: Path) -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for stat in proc.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue  # the process exited while the tree was read
+        text = _read(stat, SYSFS_MAX_BYTES)
         # The command name may hold spaces and parentheses: fields start after the last ')'.
-        ppid = int(text[text.rindex(")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(stat.parent.name))
+        fields = text[text.rfind(")") + 2 :].split() if text else []
+        if len(fields) > 1 and _is_number(fields[1]) and _is_number(stat.parent.name):
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
     return children
 
 
-def _status(path: Path) -> dict[str, str]:
+def _read(path: Path, limit: int) -> str | None:
+    """The text of a /proc file, None when it cannot be read (the process exited, access is
+    refused, it is not a regular file or larger than ``limit``)."""
     try:
-        lines = path.read_text().splitlines()
-    except OSError:
+        return read_text(path, limit=limit, fix=_UNREADABLE, error=TopologyError)
+    except TopologyError:
+        return None
+
+
+def _is_number(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 9
+
+
+def _status(path: Path) -> dict[str, str]:
+    text = _read(path, SYSFS_MAX_BYTES)
+    if text is None:
         return {}
-    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
 
 
 def _environ(base: Path) -> dict[str, str]:
-    try:
-        raw = (base / "environ").read_bytes()
-    except OSError:
+    text = _read(base / "environ", ENVIRON_MAX_BYTES)
+    if text is None:
         return {}
-    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item)
+    pairs = (item.partition("=") for item in text.split("\0") if item)
     return {key: value for key, _, value in pairs if key in ("LOCAL_RANK", "CUDA_VISIBLE_DEVICES")}
 
 
 def _numa_maps(path: Path) -> tuple[str | None, dict[int, int] | None]:
     """(most common policy, resident kB per node), or (None, None) when unreadable."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None, None
     policies: Counter[str] = Counter()
     pages: dict[int, int] = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 2:
-            continue
-        policies[fields[1]] += 1
-        size = re.search(r"kernelpagesize_kB=(\d+)", line)
-        page_kb = int(size.group(1)) if size else 4
-        for node, count in re.findall(r"\bN(\d+)=(\d+)", line):
-            pages[int(node)] = pages.get(int(node), 0) + int(count) * page_kb
+    try:
+        lines = read_lines(path, fix=_UNREADABLE, error=TopologyError)
+        if lines is None:
+            return None, None
+        for line in lines:
+            fields = line.split(maxsplit=2)
+            if len(fields) < 2:
+                continue
+            policies[fields[1][:64]] += 1
+            size = re.search(r"kernelpagesize_kB=([0-9]{1,9})\b", line)
+            page_kb = int(size.group(1)) if size else 4
+            for node, count in re.findall(r"\bN([0-9]{1,4})=([0-9]{1,18})\b", line):
+                pages[int(node)] = pages.get(int(node), 0) + int(count) * page_kb
+    except TopologyError:
+        return None, None
     policy = policies.most_common(1)[0][0] if policies else None
     return policy, pages

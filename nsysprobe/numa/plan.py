@@ -14,6 +14,10 @@ works on the CPUs of a node that this process may use (``allowed_cpus``):
 
 A GPU whose node is unknown (PCI ``numa_node`` -1 on a multi-node machine) is taken to be on
 node 0, as torchrun does, and the plan says so.
+
+A GPU whose node has no CPU this process may use (a Slurm job given CPUs of other nodes only)
+cannot be bound to its node in this job: its rank is left unbound (no CPUs, no memory policy,
+so it runs on every CPU of the job as it would without binding) and ``RankPlan.note`` says why.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nsysprobe.errors import TopologyError
-from nsysprobe.numa.cpulist import format_cpulist
 from nsysprobe.numa.topology import Topology, nodes_of
 
 MODES = ("node", "socket", "exclusive", "core-complex")
@@ -30,11 +33,14 @@ MODES = ("node", "socket", "exclusive", "core-complex")
 
 @dataclass(frozen=True)
 class RankPlan:
+    """One rank's CPUs; empty ``cpus`` leave it unbound, for the reason in ``note``."""
+
     local_rank: int
     gpu: int
     gpu_node: int
     cpus: frozenset[int]
     memory_nodes: frozenset[int]
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,8 @@ def visible_gpus(cuda_visible_devices: str | None) -> list[int] | None:
     if not cuda_visible_devices:
         return None
     parts = [part.strip() for part in cuda_visible_devices.split(",")]
-    return [int(part) for part in parts] if all(p.isdigit() for p in parts) else None
+    plain = all(p.isascii() and p.isdigit() and len(p) <= 9 for p in parts)
+    return [int(part) for part in parts] if plain else None
 
 
 def plan(
@@ -68,6 +75,8 @@ def plan(
         )
     indices = list(gpu_indices) if gpu_indices is not None else [g.index for g in topology.gpus]
     count = len(indices) if nproc is None else nproc
+    if count < 1:
+        raise TopologyError(f"--nproc-per-node {count} must be at least 1")
     if count > len(indices):
         raise TopologyError(
             f"{count} processes but only {len(indices)} GPUs in {topology.source}: "
@@ -78,12 +87,11 @@ def plan(
     for rank in range(count):
         gpu = indices[rank]
         node = _gpu_node(topology, gpu, notes)
+        if not topology.bindable(node):
+            note = topology.unbindable_note(node)
+            ranks.append(RankPlan(rank, gpu, node, frozenset(), frozenset(), note))
+            continue
         cpus = _CHOOSERS[mode](topology, gpu, node)
-        if not cpus:
-            raise TopologyError(
-                f"mode {mode} leaves rank {rank} (GPU {gpu}, node {node}) no CPU this process "
-                f"may use (allowed: {format_cpulist(topology.allowed_cpus)}); widen the cpuset"
-            )
         ranks.append(RankPlan(rank, gpu, node, cpus, nodes_of(topology, cpus)))
     return Plan(mode, tuple(ranks), tuple(dict.fromkeys(notes)))
 
@@ -97,7 +105,7 @@ def _gpu_node(topology: Topology, gpu: int, notes: list[str]) -> int:
 
 
 def _node_cpus(topology: Topology, node: int) -> frozenset[int]:
-    return topology.node(node).cpus & topology.allowed_cpus
+    return topology.node_cpus(node)
 
 
 def _gpus_on_node(topology: Topology, node: int) -> list[int]:

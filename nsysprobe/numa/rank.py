@@ -20,9 +20,9 @@ ONE_NODE = "one NUMA node with CPUs: binding cannot help here"
 
 def local_rank_from(env: Mapping[str, str]) -> int:
     text = env.get("LOCAL_RANK", "0")
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
         raise TopologyError(
-            f"LOCAL_RANK={text!r} is not a number: launch with torchrun or nsysprobe launch"
+            f"LOCAL_RANK={text[:40]!r} is not a number: launch with torchrun or nsysprobe launch"
         )
     return int(text)
 
@@ -36,15 +36,20 @@ def binding_for_rank(
 ) -> Binding:
     """The binding of ``local_rank`` under ``mode``, honouring ``CUDA_VISIBLE_DEVICES``. On a
     machine with one NUMA node: no memory policy, and an empty binding when the mode would
-    give the rank every CPU anyway."""
+    give the rank every CPU anyway. A rank whose GPU's node has no CPU in this job's cpuset
+    gets an empty binding whose note says so (see ``nsysprobe.numa.plan``)."""
     if memory not in MEMORY_POLICIES:
         raise TopologyError(
             f"unknown memory policy {memory!r}: use one of {', '.join(MEMORY_POLICIES)}"
         )
+    if local_rank < 0:
+        raise TopologyError(f"local rank {local_rank} is negative: ranks count from 0")
     env = os.environ if env is None else env
     indices = visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))
     ranks = plan(topology, mode, nproc=local_rank + 1, gpu_indices=indices).ranks
     chosen = ranks[local_rank]
+    if not chosen.cpus:
+        return Binding(frozenset(), frozenset(), "none", note=chosen.note)
     if single_cpu_node(topology):
         if chosen.cpus >= topology.allowed_cpus:
             return Binding(frozenset(), frozenset(), "none", note=ONE_NODE)

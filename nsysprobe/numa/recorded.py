@@ -12,21 +12,61 @@ A folder may hold any of:
 - ``numactl-hardware.txt``: ``numactl --hardware``; nodes, their CPUs and memory (memory-only
   nodes included).
 - ``nvidia-smi-topo-m.txt``: ``nvidia-smi topo -m``; each GPU's CPU and NUMA affinity.
+
+Recorded inside a Slurm job (or a container) whose cpuset holds CPUs of some nodes only, the
+three show that cpuset: ``lscpu``/``numactl --hardware`` list the allowed CPUs alone (numactl
+may list a node with no CPUs, or leave it out), and ``nvidia-smi topo -m`` prints an empty CPU
+Affinity cell for a GPU on a node without allowed CPUs while its NUMA Affinity still names the
+node. Such a node is kept with ``cpus_unlisted``: the GPU's node is known, binding to it is
+impossible in that job.
+
+Each file is read with bounds (``RECORDED_MAX_BYTES``, ``RECORDED_MAX_LINES``,
+``MAX_LINE_CHARS``) and every id and list through ``nsysprobe.numa.cpulist``: a file that no
+real machine prints ends in a one-line TopologyError naming it and how to record it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nsysprobe.errors import TopologyError
-from nsysprobe.numa.cpulist import is_cpulist, parse_cpulist
-from nsysprobe.numa.topology import Cpu, Gpu, NumaNode, Topology, resolve_gpu_node
+from nsysprobe.files import read_text
+from nsysprobe.numa.cpulist import (
+    MAX_CPUS,
+    MAX_LIST_CHARS,
+    format_cpulist,
+    is_cpulist,
+    parse_cpulist,
+    parse_id,
+    parse_nodelist,
+)
+from nsysprobe.numa.topology import (
+    MAX_GPUS,
+    Cpu,
+    Gpu,
+    NumaNode,
+    Topology,
+    resolve_gpu_node,
+    unbindable_notes,
+)
 
 LSCPU_FILE = "lscpu.txt"
 NUMACTL_FILE = "numactl-hardware.txt"
 TOPO_FILE = "nvidia-smi-topo-m.txt"
+RECORD = {
+    LSCPU_FILE: f"record it with `lscpu -p > {LSCPU_FILE}`",
+    NUMACTL_FILE: f"record it with `numactl --hardware > {NUMACTL_FILE}`",
+    TOPO_FILE: f"record it with `nvidia-smi topo -m > {TOPO_FILE}`",
+}
+# Far past what the largest machine prints: `lscpu -p` for 8192 CPUs is about 8200 lines of
+# 40 bytes, `numactl --hardware` for 1024 nodes about 5000 lines (its distance rows 4 kB each).
+RECORDED_MAX_BYTES = 8 << 20
+RECORDED_MAX_LINES = 65536
+MAX_LINE_CHARS = MAX_LIST_CHARS
+# Everything Python's str.splitlines() splits at.
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -48,7 +88,8 @@ class NumactlInfo:
 
 @dataclass(frozen=True)
 class TopoGpu:
-    """One GPU row of ``nvidia-smi topo -m``; None where the cell said N/A."""
+    """One GPU row of ``nvidia-smi topo -m``; None where the cell said N/A. An empty CPU
+    Affinity cell (the cpuset holds none of the GPU's CPUs) is the empty set."""
 
     index: int
     cpu_affinity: frozenset[int] | None
@@ -82,10 +123,11 @@ def _parse_lscpu_plain(lines: list[str], where: str) -> LscpuInfo:
     nodes: dict[int, frozenset[int]] = {}
     for label, value in fields:
         numa_at = label.upper().find("NUMA")
-        number = re.search(r"\d+", label[numa_at:]) if numa_at >= 0 else None
+        number = re.search(r"[0-9]+", label[numa_at:]) if numa_at >= 0 else None
         if number and (value == "" or is_cpulist(value)):
-            nodes[int(number.group())] = parse_cpulist(value, where=where)
-    total, online = _cpu_count_and_online(fields)
+            node = parse_id(number.group(), where=where, kind="node", fix=RECORD[LSCPU_FILE])
+            nodes[node] = parse_cpulist(value, where=where, fix=RECORD[LSCPU_FILE])
+    total, online = _cpu_count_and_online(fields, where)
     if not online:
         online = frozenset().union(*nodes.values()) if nodes else frozenset()
     if not online:
@@ -99,34 +141,51 @@ def _parse_lscpu_plain(lines: list[str], where: str) -> LscpuInfo:
     return LscpuInfo(nodes, online, frozenset(range(total)) - online, cpus, tuple(notes))
 
 
-def _cpu_count_and_online(fields: list[tuple[str, str]]) -> tuple[int, frozenset[int]]:
+def _cpu_count_and_online(fields: list[tuple[str, str]], where: str) -> tuple[int, frozenset[int]]:
     """The CPU count is the first integer field; the online list is the CPU list right after it."""
     for i, (_, value) in enumerate(fields[:-1]):
-        if value.isdigit():
+        if _digits(value):
+            count = _small_int(value)
+            if count is None or count > MAX_CPUS:
+                raise TopologyError(
+                    f"{where}: a count of {value[:20]} CPUs, more than the {MAX_CPUS} Linux "
+                    f"supports; {RECORD[LSCPU_FILE]}"
+                )
             following = fields[i + 1][1]
-            if is_cpulist(following) and not following.isdigit() or following == "0":
-                return int(value), parse_cpulist(following)
-            return int(value), frozenset()
+            if is_cpulist(following) and not _digits(following) or following == "0":
+                return count, parse_cpulist(following, where=where, fix=RECORD[LSCPU_FILE])
+            return count, frozenset()
     return 0, frozenset()
 
 
 def _smt_triple(fields: list[tuple[str, str]], total: int) -> tuple[int, int, int] | None:
     """(threads per core, cores per socket, sockets): consecutive integers multiplying to total."""
-    values = [value for _, value in fields]
+    values = [_small_int(value) for _, value in fields]
     for i in range(len(values) - 2):
-        if all(v.isdigit() for v in values[i : i + 3]):
-            threads, cores, sockets = (int(v) for v in values[i : i + 3])
-            if threads * cores * sockets == total and 0 < threads <= 8:
-                return threads, cores, sockets
+        threads, cores, sockets = values[i : i + 3]
+        if threads is None or cores is None or sockets is None:
+            continue
+        if threads * cores * sockets == total and 0 < threads <= 8:
+            return threads, cores, sockets
     return None
 
 
 def _l3_instances(fields: list[tuple[str, str]]) -> int | None:
     for label, value in fields:
         if "L3" in label:
-            match = re.search(r"\((\d+)\s", value)
+            match = re.search(r"\(([0-9]{1,9})\s", value)
             return int(match.group(1)) if match else None
     return None
+
+
+def _digits(text: str) -> bool:
+    """Plain ASCII digits (``str.isdigit`` also accepts ``²``, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def _small_int(text: str) -> int | None:
+    """``text`` as an int when it is up to 9 ASCII digits, else None."""
+    return int(text) if _digits(text) and len(text) <= 9 else None
 
 
 def _reconstruct_cpus(
@@ -204,6 +263,9 @@ def _rows_to_info(names: list[str], rows: list[list[str]], where: str) -> LscpuI
                 return names.index(name)
         return None
 
+    def number(text: str, kind: str) -> int:
+        return parse_id(text, where=where, kind=kind, fix=RECORD[LSCPU_FILE])
+
     cpu_col, node_col = column("CPU"), column("NODE")
     core_col, socket_col = column("CORE"), column("SOCKET")
     online_col = column("ONLINE")
@@ -212,10 +274,14 @@ def _rows_to_info(names: list[str], rows: list[list[str]], where: str) -> LscpuI
         raise TopologyError(f"{where} has no CPU column: record it with `lscpu -p > {LSCPU_FILE}`")
     parsed = []
     offline = set()
+    seen = set()
     for row in rows:
-        if len(row) <= cpu_col or not row[cpu_col].isdigit():
+        if len(row) <= cpu_col or not _digits(row[cpu_col].strip()):
             continue
-        cpu = int(row[cpu_col])
+        cpu = number(row[cpu_col], "CPU")
+        if cpu in seen:
+            raise TopologyError(f"{where}: CPU {cpu} is listed twice; {RECORD[LSCPU_FILE]}")
+        seen.add(cpu)
 
         def cell(col: int | None, row: list[str] = row) -> str:
             return row[col].strip() if col is not None and col < len(row) else ""
@@ -223,7 +289,7 @@ def _rows_to_info(names: list[str], rows: list[list[str]], where: str) -> LscpuI
         node_text = cell(node_col)
         state = cell(online_col).lower()
         if (online_col is not None and state not in ("y", "yes")) or (
-            node_col is not None and not node_text.isdigit()
+            node_col is not None and not _digits(node_text)
         ):
             offline.add(cpu)
             continue
@@ -231,10 +297,10 @@ def _rows_to_info(names: list[str], rows: list[list[str]], where: str) -> LscpuI
         parsed.append(
             (
                 cpu,
-                int(node_text) if node_text else 0,
-                int(cell(socket_col) or 0),
-                int(cell(core_col) or cpu),
-                int(llc_text) if llc_text.isdigit() else None,
+                number(node_text, "node") if node_text else 0,
+                number(cell(socket_col), "socket") if cell(socket_col) else 0,
+                number(cell(core_col), "core") if cell(core_col) else cpu,
+                number(llc_text, "cache") if _digits(llc_text) else None,
             )
         )
     if not parsed:
@@ -259,19 +325,22 @@ def _rows_to_info(names: list[str], rows: list[list[str]], where: str) -> LscpuI
 
 
 def parse_numactl_hardware(text: str, *, where: str = NUMACTL_FILE) -> NumactlInfo:
+    fix = RECORD[NUMACTL_FILE]
     cpus: dict[int, frozenset[int]] = {}
     memory: dict[int, int] = {}
     for line in text.splitlines():
-        match = re.match(r"^\s*node\s+(\d+)\s+cpus:\s*(.*)$", line)
+        match = re.match(r"^\s*node\s+([0-9]+)\s+cpus:\s*(.*)$", line)
         if match:
             ids = match.group(2).split()
-            if not all(i.isdigit() for i in ids):
-                raise TopologyError(f"cannot read {line.strip()!r} in {where}")
-            cpus[int(match.group(1))] = frozenset(int(i) for i in ids)
+            if not all(_digits(i) for i in ids):
+                raise TopologyError(f"cannot read {line.strip()[:80]!r} in {where}; {fix}")
+            node = parse_id(match.group(1), where=where, kind="node", fix=fix)
+            cpus[node] = frozenset(parse_id(i, where=where, fix=fix) for i in ids)
             continue
-        match = re.match(r"^\s*node\s+(\d+)\s+size:\s*(\d+)\s*MB", line)
+        match = re.match(r"^\s*node\s+([0-9]+)\s+size:\s*([0-9]{1,12})\s*MB", line)
         if match:
-            memory[int(match.group(1))] = int(match.group(2)) * 1024
+            node = parse_id(match.group(1), where=where, kind="node", fix=fix)
+            memory[node] = int(match.group(2)) * 1024
     if not cpus:
         raise TopologyError(
             f"{where} has no 'node N cpus:' lines: record it with `numactl --hardware`"
@@ -282,6 +351,7 @@ def parse_numactl_hardware(text: str, *, where: str = NUMACTL_FILE) -> NumactlIn
 
 
 def parse_nvidia_smi_topo(text: str, *, where: str = TOPO_FILE) -> tuple[TopoGpu, ...]:
+    fix = RECORD[TOPO_FILE]
     lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
     header_at = next(
         (i for i, line in enumerate(lines) if re.match(r"^\s+GPU\d+", line) and "Affinity" in line),
@@ -293,23 +363,30 @@ def parse_nvidia_smi_topo(text: str, *, where: str = TOPO_FILE) -> tuple[TopoGpu
             "`nvidia-smi topo -m`"
         )
     header = [cell.strip() for cell in re.split(r"\t|\s{2,}", lines[header_at]) if cell.strip()]
-    gpus = []
+    # The link columns (GPU0 ... NIC1) come first, the affinity columns last.
+    links = header.index("CPU Affinity") if "CPU Affinity" in header else len(header)
+    gpus: list[TopoGpu] = []
+    seen: set[int] = set()
     for line in lines[header_at + 1 :]:
         if not line.strip() or line.strip().startswith("Legend"):
             break
-        tokens = line.split()
-        match = re.fullmatch(r"GPU(\d+)", tokens[0])
+        name, cells = _row_cells(line, links, header[links:])
+        match = re.fullmatch(r"GPU([0-9]{1,9})", name)
         if not match:
             continue
-        cells = dict(zip(header, tokens[1:], strict=False))
-        if len(tokens) - 1 != len(header):
-            cells = _cells_by_shape(header, tokens[1:])
+        index = int(match.group(1))
+        if index >= MAX_GPUS or index in seen:
+            why = "listed twice" if index in seen else f"past the {MAX_GPUS} GPUs nsysprobe reads"
+            raise TopologyError(f"{where}: GPU{index} is {why}; {fix}")
+        seen.add(index)
         gpus.append(
             TopoGpu(
-                index=int(match.group(1)),
-                cpu_affinity=_optional_list(cells.get("CPU Affinity")),
-                numa_affinity=_optional_list(cells.get("NUMA Affinity", cells.get("NUMA"))),
-                gpu_numa_id=_optional_int(cells.get("GPU NUMA ID")),
+                index=index,
+                cpu_affinity=_affinity(cells.get("CPU Affinity"), where, "CPU"),
+                numa_affinity=_affinity(
+                    cells.get("NUMA Affinity", cells.get("NUMA")), where, "node"
+                ),
+                gpu_numa_id=_optional_node(cells.get("GPU NUMA ID"), where),
             )
         )
     if not gpus:
@@ -317,72 +394,125 @@ def parse_nvidia_smi_topo(text: str, *, where: str = TOPO_FILE) -> tuple[TopoGpu
     return tuple(gpus)
 
 
-def _cells_by_shape(header: list[str], cells: list[str]) -> dict[str, str]:
-    """Align a row whose cell count differs from the header's: the affinity columns are last."""
-    affinity_at = header.index("CPU Affinity") if "CPU Affinity" in header else len(header)
-    tail = header[affinity_at:]
-    return dict(zip(tail, cells[len(cells) - len(tail) :], strict=False)) if tail else {}
+def _row_cells(line: str, links: int, tail: list[str]) -> tuple[str, dict[str, str]]:
+    """A row's name and its affinity cells by column name.
+
+    nvidia-smi ends each cell with a tab and pads a value narrower than its column's name
+    with a second one (``0-31\t0\t\tN/A``): after the CPU Affinity cell, which is empty for a
+    GPU whose CPUs the cpuset excludes, empty cells are padding. Copied from a terminal, the
+    tabs are spaces and an empty CPU Affinity leaves no word: the only cell nvidia-smi ever
+    leaves empty is that one (the others say N/A), so missing words are put there.
+    """
+    if "\t" in line:
+        cells = [cell.strip() for cell in line.split("\t")]
+        name, affinity = cells[0], cells[1 + links :]
+        affinity = affinity[:1] + [cell for cell in affinity[1:] if cell]
+    else:
+        words = line.split()
+        name, affinity = words[0], words[1 + links :]
+        affinity = [""] * (len(tail) - len(affinity)) + affinity
+    return name, dict(zip(tail, affinity, strict=False))
 
 
-def _optional_list(value: str | None) -> frozenset[int] | None:
-    return parse_cpulist(value) if value and is_cpulist(value) else None
+def _affinity(value: str | None, where: str, kind: str) -> frozenset[int] | None:
+    """A CPU or node list; None for N/A or no cell, the empty set for an empty cell."""
+    if value is None or (value and not is_cpulist(value)):
+        return None
+    if kind == "node":
+        return parse_nodelist(value, where=where, fix=RECORD[TOPO_FILE])
+    return parse_cpulist(value, where=where, fix=RECORD[TOPO_FILE])
 
 
-def _optional_int(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
+def _optional_node(value: str | None, where: str) -> int | None:
+    if not value or not _digits(value):
+        return None
+    return parse_id(value, where=where, kind="node", fix=RECORD[TOPO_FILE])
 
 
 def load_recorded(folder: str | Path) -> Topology:
     """Build a topology from whichever of the three recordings ``folder`` holds."""
     folder = Path(folder)
     texts = {
-        name: (folder / name).read_text(errors="replace")
+        name: text
         for name in (LSCPU_FILE, NUMACTL_FILE, TOPO_FILE)
-        if (folder / name).is_file()
+        if (text := read_recorded(folder / name)) is not None
     }
     if not texts:
         raise TopologyError(
             f"{folder} holds none of {LSCPU_FILE}, {NUMACTL_FILE}, {TOPO_FILE}: record them "
             f"with `lscpu -p`, `numactl --hardware` and `nvidia-smi topo -m`"
         )
+    where = {name: str(folder / name) for name in texts}
     notes: list[str] = []
-    lscpu = parse_lscpu(texts[LSCPU_FILE]) if LSCPU_FILE in texts else None
-    numactl = parse_numactl_hardware(texts[NUMACTL_FILE]) if NUMACTL_FILE in texts else None
-    topo = parse_nvidia_smi_topo(texts[TOPO_FILE]) if TOPO_FILE in texts else ()
+    lscpu = parse_lscpu(texts[LSCPU_FILE], where=where[LSCPU_FILE]) if LSCPU_FILE in texts else None
+    numactl = (
+        parse_numactl_hardware(texts[NUMACTL_FILE], where=where[NUMACTL_FILE])
+        if NUMACTL_FILE in texts
+        else None
+    )
+    topo = (
+        parse_nvidia_smi_topo(texts[TOPO_FILE], where=where[TOPO_FILE])
+        if TOPO_FILE in texts
+        else ()
+    )
     if lscpu is not None:
         notes.extend(lscpu.notes)
     nodes = _merge_nodes(lscpu, numactl, topo)
-    online = frozenset().union(*(node.cpus for node in nodes))
+    notes.extend(_add_unlisted_nodes(nodes, topo))
+    node_list = tuple(nodes[node] for node in sorted(nodes))
+    online = frozenset().union(*(node.cpus for node in node_list))
     if lscpu is not None and lscpu.cpus:
         cpus = lscpu.cpus
     else:
         notes.append("no lscpu.txt: each node counted as its own socket, each CPU as its own core")
         cpus = tuple(
-            Cpu(cpu, node.id, node.id, cpu, None) for node in nodes for cpu in sorted(node.cpus)
+            Cpu(cpu, node.id, node.id, cpu, None) for node in node_list for cpu in sorted(node.cpus)
         )
         cpus = tuple(sorted(cpus, key=lambda cpu: cpu.id))
     gpus = []
     for row in topo:
         numa = row.numa_affinity
         reported = min(numa) if numa and len(numa) == 1 else None
-        node, why = resolve_gpu_node(reported, row.cpu_affinity or frozenset(), nodes)
+        node, why = resolve_gpu_node(reported, row.cpu_affinity or frozenset(), node_list)
         if why is not None:
             notes.append(f"GPU {row.index}: NUMA affinity N/A in {TOPO_FILE}; {why}")
         gpus.append(Gpu(row.index, None, node, reported, row.cpu_affinity or frozenset()))
-    return Topology(
-        nodes=nodes,
+    topology = Topology(
+        nodes=node_list,
         cpus=cpus,
         gpus=tuple(gpus),
         allowed_cpus=online,
         offline_cpus=lscpu.offline if lscpu is not None else frozenset(),
         source=str(folder),
-        notes=tuple(notes),
     )
+    return replace(topology, notes=(*notes, *unbindable_notes(topology)))
+
+
+def read_recorded(path: Path) -> str | None:
+    """The text of one recording, None when it is absent; TopologyError when it is not a
+    regular file or larger than any real machine's (``RECORDED_MAX_*``, ``MAX_LINE_CHARS``)."""
+    fix = RECORD.get(path.name, "record it again")
+    text = read_text(path, limit=RECORDED_MAX_BYTES, fix=fix, error=TopologyError)
+    if text is None:
+        return None
+    # Counted before splitting, so that millions of short lines are never made into a list.
+    breaks = sum(text.count(mark) for mark in _LINE_BREAKS)
+    if breaks > RECORDED_MAX_LINES:
+        raise TopologyError(
+            f"{path}: more than {RECORDED_MAX_LINES} lines, more than a recording of the "
+            f"largest machine ({MAX_CPUS} CPUs) holds; {fix}"
+        )
+    longest = max(map(len, text.splitlines()), default=0)
+    if longest > MAX_LINE_CHARS:
+        raise TopologyError(
+            f"{path}: a line of {longest} characters, longer than any the command prints; {fix}"
+        )
+    return text
 
 
 def _merge_nodes(
     lscpu: LscpuInfo | None, numactl: NumactlInfo | None, topo: tuple[TopoGpu, ...]
-) -> tuple[NumaNode, ...]:
+) -> dict[int, NumaNode]:
     if numactl is not None:
         nodes = {node.id: node for node in numactl.nodes}
     elif lscpu is not None:
@@ -395,11 +525,37 @@ def _merge_nodes(
                 nodes[node] = NumaNode(
                     node, nodes.get(node, NumaNode(node, frozenset())).cpus | row.cpu_affinity
                 )
-        if not nodes:
-            union = frozenset().union(*(row.cpu_affinity or frozenset() for row in topo))
+        union = frozenset().union(*(row.cpu_affinity or frozenset() for row in topo))
+        if not nodes and union:
             nodes = {0: NumaNode(0, union)}
     for row in topo:
         # GH200-style GPU memory shows up as its own node with no CPUs.
         if row.gpu_numa_id is not None and row.gpu_numa_id not in nodes:
             nodes[row.gpu_numa_id] = NumaNode(row.gpu_numa_id, frozenset())
-    return tuple(nodes[node] for node in sorted(nodes))
+    return nodes
+
+
+def _add_unlisted_nodes(nodes: dict[int, NumaNode], topo: tuple[TopoGpu, ...]) -> list[str]:
+    """Keep the node a GPU's NUMA Affinity names though the recording lists none of its CPUs.
+
+    A GPU's NUMA affinity is the node of the CPUs closest to it, so that node has CPUs; when
+    the recording shows none (numactl leaves the node out or gives it no CPUs, nvidia-smi an
+    empty CPU Affinity), they lie outside the cpuset the recording was made in.
+    """
+    gpus_of: dict[int, list[int]] = {}
+    for row in topo:
+        if row.numa_affinity and len(row.numa_affinity) == 1:
+            node = min(row.numa_affinity)
+            if node not in nodes or not nodes[node].cpus:
+                gpus_of.setdefault(node, []).append(row.index)
+    notes = []
+    for node, gpus in sorted(gpus_of.items()):
+        known = nodes.get(node)
+        memory = known.memory_kb if known is not None else None
+        nodes[node] = NumaNode(node, frozenset(), memory, cpus_unlisted=True)
+        which = ("GPU " if len(gpus) == 1 else "GPUs ") + format_cpulist(gpus)
+        notes.append(
+            f"node {node}: {TOPO_FILE} names it the NUMA affinity of {which}, but the recording "
+            "lists none of its CPUs: they lie outside the cpuset it was recorded in"
+        )
+    return notes

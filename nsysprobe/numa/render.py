@@ -19,19 +19,31 @@ def topology_text(topology: Topology) -> str:
         memory = "" if node.memory_kb is None else f", {node.memory_kb // 1024} MiB"
         if node.memory_only:
             lines.append(f"  node {node.id}: memory only{memory}")
+        elif node.cpus_unlisted:
+            lines.append(
+                f"  node {node.id}: CPUs not in the recording (outside its cpuset){memory}"
+            )
         else:
             socket = socket_of_node.get(node.id, 0)
+            outside = ", none in this job's cpuset" if topology.outside_cpuset(node) else ""
             lines.append(
                 f"  node {node.id} (socket {socket}): CPUs {format_cpulist(node.cpus)}{memory}"
+                f"{outside}"
             )
     for gpu in topology.gpus:
         node = "unknown" if gpu.numa_node is None else str(gpu.numa_node)
         bus = f" {gpu.bus_id}" if gpu.bus_id else ""
+        if gpu.numa_node is not None and not topology.bindable(gpu.numa_node):
+            lines.append(
+                f"  GPU {gpu.index}{bus}: node {node}, no CPU of it in this job's cpuset: "
+                f"binding to node {node} is impossible in this job"
+            )
+            continue
         cpus = format_cpulist(topology.gpu_cpus(gpu)) or "-"
         lines.append(f"  GPU {gpu.index}{bus}: node {node}, CPUs {cpus}")
     if not topology.gpus:
         lines.append("  no NVIDIA GPU found")
-    lines.append(f"  this process may use CPUs {format_cpulist(topology.allowed_cpus)}")
+    lines.append(f"  this process may use CPUs {format_cpulist(topology.allowed_cpus) or 'none'}")
     if topology.offline_cpus:
         lines.append(f"  offline CPUs {format_cpulist(topology.offline_cpus)}")
     if single_cpu_node(topology):
@@ -52,6 +64,7 @@ def plan_json(plan: Plan) -> dict:
                 "cpus": sorted(rank.cpus),
                 "cpulist": format_cpulist(rank.cpus),
                 "memory_nodes": sorted(rank.memory_nodes),
+                "unbound_reason": rank.note or None,
             }
             for rank in plan.ranks
         ],
@@ -62,9 +75,13 @@ def plan_json(plan: Plan) -> dict:
 def plan_text(plan: Plan) -> str:
     lines = [f"mode {plan.mode}"]
     for rank in plan.ranks:
+        where = f"  rank {rank.local_rank} -> GPU {rank.gpu} (node {rank.gpu_node}): "
+        if not rank.cpus:
+            lines.append(f"{where}unbound: {rank.note}")
+            continue
         lines.append(
-            f"  rank {rank.local_rank} -> GPU {rank.gpu} (node {rank.gpu_node}): "
-            f"CPUs {format_cpulist(rank.cpus)}, memory node {format_cpulist(rank.memory_nodes)}"
+            f"{where}CPUs {format_cpulist(rank.cpus)}, "
+            f"memory node {format_cpulist(rank.memory_nodes)}"
         )
     lines.extend(f"  note: {note}" for note in plan.notes)
     return "\n".join(lines)

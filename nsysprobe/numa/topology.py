@@ -13,7 +13,12 @@ Sources, in the order the kernel exposes them:
   node they hang off. Virtual machines often report ``numa_node`` as -1; then the GPU's node is
   unknown unless the machine has a single node with CPUs.
 - ``proc/self/status`` ``Cpus_allowed_list``: the CPUs this process may use (cgroup cpuset and
-  inherited affinity), which every plan is restricted to, as torchrun does.
+  inherited affinity), which every plan is restricted to, as torchrun does. A Slurm job (or a
+  container) can be given CPUs of one node only: a GPU on another node then has no CPU this
+  job may use, and binding to its node is impossible in this job (``Topology.bindable``).
+
+Every file is read with a size bound and every list through the bounded parser
+(``nsysprobe.numa.cpulist``), so a tree that is not a real ``/sys`` ends in a one-line error.
 
 GPU indices follow PCI bus order, which is nvidia-smi's order and CUDA's for identical GPUs.
 """
@@ -21,17 +26,27 @@ GPU indices follow PCI bus order, which is nvidia-smi's order and CUDA's for ide
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nsysprobe.errors import TopologyError
-from nsysprobe.numa.cpulist import format_cpulist, parse_cpulist
+from nsysprobe.files import read_text
+from nsysprobe.numa.cpulist import format_cpulist, parse_cpulist, parse_id
+
+# The largest sysfs or /proc file read whole (a CPU list of 8192 CPUs, /proc/PID/status) is
+# tens of kB.
+SYSFS_MAX_BYTES = 1 << 20
 
 SCHEMA_VERSION = 1
 NVIDIA_VENDOR = "0x10de"
 # PCI classes of a GPU: VGA controller (0x0300xx) and 3D controller (0x0302xx). NVSwitches are
 # bridges (0x0680xx) and must not be counted as GPUs.
 GPU_CLASSES = ("0x0300", "0x0302")
+# More GPUs than any one host holds (the largest have 16); a longer list is not a real machine.
+MAX_GPUS = 1024
+ROOT_FIX = "point --root at a folder holding sys/ and proc/ of a Linux machine"
+# What a Slurm user asks for to get CPUs on the GPUs' nodes.
+SLURM_FIX = "ask Slurm for CPUs on that node (--gres-flags=enforce-binding)"
 
 
 @dataclass(frozen=True)
@@ -47,13 +62,17 @@ class Cpu:
 
 @dataclass(frozen=True)
 class NumaNode:
+    """A NUMA node. ``cpus_unlisted``: it has CPUs, but a recording made inside a cpuset that
+    holds none of them (a Slurm job, a container) does not list them."""
+
     id: int
     cpus: frozenset[int]
     memory_kb: int | None = None
+    cpus_unlisted: bool = False
 
     @property
     def memory_only(self) -> bool:
-        return not self.cpus
+        return not self.cpus and not self.cpus_unlisted
 
 
 @dataclass(frozen=True)
@@ -95,14 +114,35 @@ class Topology:
 
     @property
     def cpu_nodes(self) -> tuple[NumaNode, ...]:
-        """Nodes that have CPUs (memory-only nodes left out)."""
-        return tuple(node for node in self.nodes if node.cpus)
+        """Nodes that have CPUs, listed or not (memory-only nodes left out)."""
+        return tuple(node for node in self.nodes if not node.memory_only)
+
+    def node_cpus(self, node_id: int) -> frozenset[int]:
+        """The CPUs of node ``node_id`` that this process may use."""
+        return self.node(node_id).cpus & self.allowed_cpus
+
+    def bindable(self, node_id: int) -> bool:
+        """Whether this process may use some CPU of node ``node_id``. A Slurm job (or a
+        container) whose cpuset holds none of the node's CPUs cannot bind anything to it."""
+        return bool(self.node_cpus(node_id))
+
+    def outside_cpuset(self, node: NumaNode) -> bool:
+        """True when ``node`` has CPUs, listed or not, and this process may use none of them."""
+        return not node.memory_only and not self.bindable(node.id)
 
     def gpu_cpus(self, gpu: Gpu) -> frozenset[int]:
         """The CPUs local to ``gpu`` that this process may use: its node's, else its PCI list."""
         if gpu.numa_node is not None:
-            return self.node(gpu.numa_node).cpus & self.allowed_cpus
+            return self.node_cpus(gpu.numa_node)
         return gpu.local_cpus & self.allowed_cpus
+
+    def unbindable_note(self, node_id: int) -> str:
+        """Why nothing can be bound to node ``node_id`` here, and what to ask for instead."""
+        allowed = format_cpulist(self.allowed_cpus) or "none"
+        return (
+            f"this job may use no CPU of node {node_id} (it may use CPUs {allowed}), so "
+            f"binding to node {node_id} is impossible in this job; {SLURM_FIX}"
+        )
 
 
 def cpu_to_node(topology: Topology) -> dict[int, int]:
@@ -126,9 +166,7 @@ def discover(root: str | Path = "/") -> Topology:
     root = Path(root)
     cpu_dir = root / "sys/devices/system/cpu"
     if not cpu_dir.is_dir():
-        raise TopologyError(
-            f"no {cpu_dir}: point --root at a folder holding sys/ and proc/ of a Linux machine"
-        )
+        raise TopologyError(f"no {cpu_dir}: {ROOT_FIX}")
     notes: list[str] = []
     online = _online_cpus(cpu_dir)
     possible = _read_list(cpu_dir / "possible") or online
@@ -143,15 +181,28 @@ def discover(root: str | Path = "/") -> Topology:
     )
     allowed = _allowed_cpus(root / "proc/self/status") or online
     gpus = _read_gpus(root / "sys/bus/pci/devices", nodes, notes)
-    return Topology(
+    topology = Topology(
         nodes=nodes,
         cpus=cpus,
         gpus=gpus,
         allowed_cpus=allowed & online,
         offline_cpus=offline,
         source=str(root),
-        notes=tuple(notes),
     )
+    return replace(topology, notes=(*notes, *unbindable_notes(topology)))
+
+
+def unbindable_notes(topology: Topology) -> list[str]:
+    """One note per node whose GPUs cannot be bound to it in this job (see ``bindable``)."""
+    by_node: dict[int, list[int]] = {}
+    for gpu in topology.gpus:
+        if gpu.numa_node is not None and not topology.bindable(gpu.numa_node):
+            by_node.setdefault(gpu.numa_node, []).append(gpu.index)
+    return [
+        f"{'GPU' if len(gpus) == 1 else 'GPUs'} {format_cpulist(gpus)} on node {node}: "
+        f"{topology.unbindable_note(node)}"
+        for node, gpus in sorted(by_node.items())
+    ]
 
 
 def resolve_gpu_node(
@@ -159,11 +210,12 @@ def resolve_gpu_node(
 ) -> tuple[int | None, str | None]:
     """The node a GPU belongs to, and a note when it had to be inferred or stays unknown.
 
-    A reported node >= 0 is trusted. Otherwise the node is the one whose CPUs equal the GPU's
-    local CPU list, or the only node with CPUs; failing both it is unknown.
+    A reported node >= 0 that the machine has is trusted. Otherwise the node is the one whose
+    CPUs equal the GPU's local CPU list, or the only node with CPUs; failing both it is unknown.
     """
     if reported is not None and reported >= 0:
-        return reported, None
+        if any(node.id == reported for node in nodes):
+            return reported, None
     with_cpus = [node for node in nodes if node.cpus]
     matching = [node for node in with_cpus if local_cpus and node.cpus == local_cpus]
     if len(matching) == 1:
@@ -187,6 +239,8 @@ def to_dict(topology: Topology) -> dict:
                 "cpulist": format_cpulist(node.cpus),
                 "memory_only": node.memory_only,
                 "memory_mb": None if node.memory_kb is None else node.memory_kb // 1024,
+                "cpus_unlisted": node.cpus_unlisted,
+                "outside_cpuset": topology.outside_cpuset(node),
             }
             for node in topology.nodes
         },
@@ -198,6 +252,7 @@ def to_dict(topology: Topology) -> dict:
                 "numa_node": gpu.numa_node,
                 "reported_numa_node": gpu.reported_node,
                 "cpus": sorted(topology.gpu_cpus(gpu)),
+                "node_bindable": gpu.numa_node is None or topology.bindable(gpu.numa_node),
             }
             for gpu in topology.gpus
         ],
@@ -216,15 +271,29 @@ def _threads_per_core(topology: Topology) -> int:
 
 
 def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+    text = read_text(path, limit=SYSFS_MAX_BYTES, fix=ROOT_FIX, error=TopologyError)
+    return None if text is None else text.strip()
 
 
 def _read_list(path: Path) -> frozenset[int]:
     text = _read_text(path)
-    return frozenset() if text is None else parse_cpulist(text, where=str(path))
+    return frozenset() if text is None else parse_cpulist(text, where=str(path), fix=ROOT_FIX)
+
+
+def _read_number(path: Path, kind: str) -> int | None:
+    """A CPU/node id or a small count in ``path``; None when absent or -1 (unknown)."""
+    text = _read_text(path)
+    if text is None or text == "-1":
+        return None
+    return parse_id(text, where=str(path), kind=kind, fix=ROOT_FIX)
+
+
+def _entry_id(entry: Path, prefix: str, kind: str) -> int | None:
+    """``cpu12`` -> 12; None for a name that is not the prefix and a number (``cpufreq``)."""
+    suffix = entry.name[len(prefix) :]
+    if not (suffix.isascii() and suffix.isdigit()):
+        return None
+    return parse_id(suffix, where=str(entry), kind=kind, fix=ROOT_FIX)
 
 
 def _online_cpus(cpu_dir: Path) -> frozenset[int]:
@@ -234,15 +303,18 @@ def _online_cpus(cpu_dir: Path) -> frozenset[int]:
     # Without an ``online`` file every CPU directory counts, minus those marked offline.
     ids = set()
     for entry in cpu_dir.glob("cpu[0-9]*"):
-        if _read_text(entry / "online") != "0":
-            ids.add(int(entry.name[3:]))
+        cpu = _entry_id(entry, "cpu", "CPU")
+        if cpu is not None and _read_text(entry / "online") != "0":
+            ids.add(cpu)
     return frozenset(ids)
 
 
 def _read_nodes(node_dir: Path, online: frozenset[int]) -> tuple[NumaNode, ...]:
     nodes = []
     for entry in node_dir.glob("node[0-9]*"):
-        node_id = int(entry.name[4:])
+        node_id = _entry_id(entry, "node", "node")
+        if node_id is None:
+            continue
         # Offline CPUs can linger in a node's list; they cannot run anything.
         cpus = _read_list(entry / "cpulist") & online
         nodes.append(NumaNode(node_id, cpus, _memory_kb(entry / "meminfo")))
@@ -253,18 +325,18 @@ def _memory_kb(meminfo: Path) -> int | None:
     text = _read_text(meminfo)
     if text is None:
         return None
-    match = re.search(r"MemTotal:\s+(\d+)\s*kB", text)
+    match = re.search(r"MemTotal:\s+([0-9]{1,15})\s*kB", text)
     return int(match.group(1)) if match else None
 
 
 def _read_cpu(path: Path, cpu: int, node: int) -> Cpu:
     topo = path / "topology"
-    socket_text = _read_text(topo / "physical_package_id")
+    socket = _read_number(topo / "physical_package_id", "socket")
     siblings = _read_list(topo / "thread_siblings_list") or frozenset({cpu})
     return Cpu(
         id=cpu,
         node=node,
-        socket=int(socket_text) if socket_text not in (None, "-1") else 0,
+        socket=socket or 0,
         core=min(siblings),
         llc=_last_level_cache(path / "cache"),
     )
@@ -276,17 +348,17 @@ def _last_level_cache(cache_dir: Path) -> int | None:
     for index in cache_dir.glob("index[0-9]*"):
         if _read_text(index / "type") not in ("Unified", "Data"):
             continue
-        level = int(_read_text(index / "level") or -1)
+        level = _read_number(index / "level", "cache level")
         shared = _read_list(index / "shared_cpu_list")
-        if level > best_level and shared:
+        if level is not None and level > best_level and shared:
             best_level, best = level, min(shared)
     return best
 
 
 def _allowed_cpus(status: Path) -> frozenset[int]:
     text = _read_text(status) or ""
-    match = re.search(r"^Cpus_allowed_list:\s*(\S+)", text, re.MULTILINE)
-    return parse_cpulist(match.group(1), where=str(status)) if match else frozenset()
+    match = re.search(r"^Cpus_allowed_list:[ \t]*(\S*)", text, re.MULTILINE)
+    return parse_cpulist(match.group(1), where=str(status), fix=ROOT_FIX) if match else frozenset()
 
 
 def _read_gpus(pci_dir: Path, nodes: tuple[NumaNode, ...], notes: list[str]) -> tuple[Gpu, ...]:
@@ -297,13 +369,27 @@ def _read_gpus(pci_dir: Path, nodes: tuple[NumaNode, ...], notes: list[str]) -> 
         if not (_read_text(device / "class") or "").startswith(GPU_CLASSES):
             continue
         found.append(device)
+        if len(found) > MAX_GPUS:
+            raise TopologyError(
+                f"{pci_dir}: more than {MAX_GPUS} NVIDIA GPUs, more than any machine has; "
+                f"{ROOT_FIX}"
+            )
     gpus = []
     for index, device in enumerate(found):
         reported_text = _read_text(device / "numa_node")
-        reported = int(reported_text) if reported_text is not None else None
+        reported = _reported_node(reported_text, device / "numa_node")
         local = _read_list(device / "local_cpulist")
         node, why = resolve_gpu_node(reported, local, nodes)
         if why is not None:
             notes.append(f"GPU {index} ({device.name}) reports NUMA node {reported}; {why}")
         gpus.append(Gpu(index, device.name, node, reported, local))
     return tuple(gpus)
+
+
+def _reported_node(text: str | None, path: Path) -> int | None:
+    """sysfs ``numa_node``: a node id, or -1 (which virtual machines often report) for none."""
+    if text is None:
+        return None
+    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+        return -1
+    return parse_id(text, where=str(path), kind="node", fix=ROOT_FIX)

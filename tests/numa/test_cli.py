@@ -24,12 +24,20 @@ TWO_GPUS_TWO_CPUS = MachineSpec(
     sockets={0: "0-1"},
     gpus=(FakeGpu("0000:01:00.0", 0), FakeGpu("0000:02:00.0", 0)),
 )
+# Rank 1 fails only once rank 0 has written its line: the launcher stops the other ranks when
+# one fails, and on a loaded machine rank 0 was stopped before it wrote anything.
 RANK_SCRIPT = """
-import os, sys
+import os, sys, time
 allowed = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Cpus_allowed_list")]
 keys = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 sys.stdout.write(" ".join(os.environ[k] for k in keys) + " " + allowed[0] + "\\n")
 sys.stdout.flush()
+written = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "rank0-written")
+if os.environ["RANK"] == "0":
+    open(written, "w").close()
+deadline = time.monotonic() + 30
+while not os.path.exists(written) and time.monotonic() < deadline:
+    time.sleep(0.01)
 sys.exit(int(sys.argv[1]) if os.environ["RANK"] == "1" else 0)
 """
 

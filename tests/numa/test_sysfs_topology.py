@@ -212,6 +212,23 @@ def test_cpulist_round_trip():
         parse_cpulist("0,x")
 
 
+def test_cpulists_stop_at_linux_limits():
+    """CPU ids run below NR_CPUS (8192 at most), node ids below MAX_NUMNODES (1024)."""
+    from nsysprobe.numa.cpulist import parse_nodelist
+
+    assert parse_cpulist("8190-8191") == {8190, 8191}
+    assert parse_nodelist("1023", where="x") == {1023}
+    with pytest.raises(TopologyError) as caught:
+        parse_cpulist("0-2000000000", where="cpulist", fix="record it again")
+    assert str(caught.value) == (
+        "cpulist: CPU 2000000000 is past the 8192 CPUs Linux supports (ids 0-8191); record it again"
+    )
+    with pytest.raises(TopologyError, match="^x: node 1024 is past the 1024 nodes Linux supports"):
+        parse_nodelist("0-1024", where="x")
+    with pytest.raises(TopologyError, match=r"^cannot read '\u00b2' in a CPU list"):
+        parse_cpulist("\u00b2")
+
+
 def test_missing_root(tmp_path):
     with pytest.raises(TopologyError, match="point --root at a folder holding sys/ and proc/"):
         discover(tmp_path)
