@@ -29,6 +29,8 @@ from nsysprobe.errors import InputError
 
 # Mode of the files written (before the umask), as an editor would make them.
 FILE_MODE = 0o644
+# What SQLite keeps beside a database: part of an input, as the database itself is.
+_SIDECARS = ("", "-wal", "-shm", "-journal")
 
 _KINDS = (
     (stat.S_ISDIR, "is a folder; give a file name inside it"),
@@ -67,7 +69,7 @@ def check_output(
     if not folder.is_dir():
         raise InputError(f"{where}: folder {folder} does not exist; create it first")
     try:  # a real try, not os.access: root passes that on a read-only mount
-        os.rmdir(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".nsysprobe", dir=folder))
+        os.rmdir(tempfile.mkdtemp(prefix=".nsysprobe-", dir=folder))
     except OSError as exc:
         raise InputError(f"{where}: cannot write in {folder} ({_why(exc)}); {_fix(exc)}") from None
     return path
@@ -110,9 +112,7 @@ def scratch_dir(near: str | os.PathLike) -> Iterator[Path]:
     """A private folder (mode 0700) beside ``near``, removed with what it holds on exit."""
     near = Path(near)
     try:
-        folder = Path(
-            tempfile.mkdtemp(prefix=f".{near.name}.", suffix=".nsysprobe", dir=near.parent)
-        )
+        folder = Path(tempfile.mkdtemp(prefix=".nsysprobe-", dir=near.parent))
     except OSError as exc:
         raise InputError(
             f"{near}: cannot write in {near.parent} ({_why(exc)}); {_fix(exc)}"
@@ -141,7 +141,7 @@ def _place(link, path: Path, force: bool, inputs, option: str) -> Path:
             _fail(exc, path, option)
     # --force over an existing file, or a file system without hard links.
     for _ in range(100):
-        temp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
+        temp = path.with_name(f".nsysprobe-{os.urandom(4).hex()}.tmp")
         try:
             link(temp)
             break
@@ -191,13 +191,15 @@ def _fix(exc: OSError) -> str:
 
 
 def _is_one_of(st: os.stat_result, inputs: Iterable[str | os.PathLike]) -> bool:
+    """Whether ``st`` is an input, or a file SQLite keeps beside one (its pending -wal)."""
     for item in inputs:
-        try:
-            other = os.stat(item)
-        except OSError:
-            continue
-        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
-            return True
+        for suffix in _SIDECARS:
+            try:
+                other = os.stat(f"{os.fspath(item)}{suffix}")
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                return True
     return False
 
 

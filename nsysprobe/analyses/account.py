@@ -103,6 +103,9 @@ KEPT_AFTER_DRAINS = ("queued", "profiler_overhead", "loading", "loader_wait", "o
 # cuda_memcpy_sync rule leaves out copies of 64,000 bytes or less).
 READBACK_MIN_BYTES = 64_000
 STEP_ROWS_LISTED = 2_000
+# Accounts made at most: the (process, GPU) pairs with the most GPU operations. A report holds
+# a few processes per GPU (ranks, a second context); thousands make a damaged or crafted one.
+MAX_ACCOUNTS = 64
 # Idle intervals whose figures are made at once (``_interval_facts``), a few MB each.
 INTERVALS_PER_RUN = 1 << 18
 DETAILS_LISTED = 6
@@ -251,6 +254,7 @@ class CommunicationOps:
 class AccountResult:
     accounts: tuple[Account, ...]
     primary: int  # the account the verdict reads: the one with the most GPU busy time
+    left_out: int = 0  # (process, GPU) pairs past MAX_ACCOUNTS, with the least GPU work
 
     @property
     def main(self) -> Account | None:
@@ -269,7 +273,12 @@ def analyze_account(
     report holding one process does not look for its steps twice; without it they are found
     here. A report holding several processes has each one's steps found in its own events.
     """
+    work = events.work_per_pair
     pairs = sorted((p, d) for d, pids in events.device_pids.items() for p in pids)
+    # The busiest pairs only: thousands of processes on a GPU is a damaged or crafted export.
+    kept = set(sorted(pairs, key=lambda pair: (-work[pair[1], pair[0]], pair))[:MAX_ACCOUNTS])
+    left_out = len(pairs) - len(kept)
+    pairs = [pair for pair in pairs if pair in kept]
     pids = sorted({p for p, _ in pairs})
     loaders = _loader_processes(events)
     issued = nccl_issued(events.runtime, events.nvtx, events.trace.nvtx_domains)
@@ -293,11 +302,11 @@ def analyze_account(
                 del work
         del found  # a process's copy of its ranges: not held while the next one is found
     if not accounts:
-        return AccountResult(accounts=(), primary=0)
+        return AccountResult(accounts=(), primary=0, left_out=left_out)
     # The process and GPU doing the most GPU work (a process that only annotates steps, or
     # launches a kernel or two, is not the training job).
     primary = max(range(len(accounts)), key=lambda i: (accounts[i].busy_ns, -i))
-    return AccountResult(accounts=tuple(accounts), primary=primary)
+    return AccountResult(accounts=tuple(accounts), primary=primary, left_out=left_out)
 
 
 def _loader_processes(events: Events) -> int:

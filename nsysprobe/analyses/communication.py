@@ -149,8 +149,7 @@ def summarize(
     s, e, n = starts[keep], ends[keep], names[keep]
     if not s.size:
         return ()
-    idx, _, overlap = iv.overlap_pairs(s, e, compute[0], compute[1])
-    hidden = np.bincount(idx, weights=overlap, minlength=s.size)
+    hidden = iv.covered(s, e, compute)
     frame = pd.DataFrame({"name": n, "ns": e - s, "exposed": (e - s) - hidden})
     rows = frame.groupby("name", sort=False).agg(
         count=("ns", "size"), total=("ns", "sum"), exposed=("exposed", "sum")

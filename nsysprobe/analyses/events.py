@@ -54,6 +54,9 @@ ROWS_PER_BLOCK = 1 << 20
 CALLS_PER_SWEEP = 1 << 18
 # Groups of ranges at least this large are found enclosed one group at a time (``top_level``).
 LARGE_GROUP = 1 << 12
+# Devices analyzed at most (the busiest): one machine's report holds a few to 16 GPUs, and
+# every per-device figure, account and table grows with them.
+MAX_DEVICES = 64
 
 
 def rows_overlapping(df: pd.DataFrame, by: iv.Intervals, threads) -> pd.DataFrame:
@@ -260,11 +263,33 @@ class Events:
         return bool(len(self.kernels) or len(self.memcpy) or len(self.memset) or len(self.graphs))
 
     @cached_property
-    def device_ids(self) -> list[int]:
-        ids = set()
+    def work_per_pair(self) -> dict[tuple[int, int], int]:
+        """(device, process) -> its GPU operations (kernels, copies, memsets, graph replays)."""
+        counts: dict[tuple[int, int], int] = {}
         for df in (self.kernels, self.memcpy, self.memset, self.graphs):
-            ids.update(pd.unique(df["deviceId"].to_numpy()).tolist())
-        return sorted(int(d) for d in ids)
+            if len(df):
+                # One integer per (device, process) pair: pid_of takes bits 24-47.
+                pairs = (df["deviceId"].to_numpy().astype(np.int64) << 24) | pid_of(df["globalPid"])
+                keys, n = np.unique(pairs, return_counts=True)
+                for key, count in zip(keys.tolist(), n.tolist()):
+                    pair = (key >> 24, key & 0xFFFFFF)
+                    counts[pair] = counts.get(pair, 0) + count
+        return counts
+
+    @cached_property
+    def device_ids(self) -> list[int]:
+        """The devices analyzed: every one with GPU work, or the ``MAX_DEVICES`` with the most
+        operations (more device ids than any machine has GPUs is a damaged or crafted export;
+        ``devices_left_out`` counts the others)."""
+        per_device: dict[int, int] = {}
+        for (dev, _), n in self.work_per_pair.items():
+            per_device[dev] = per_device.get(dev, 0) + n
+        busiest = sorted(per_device, key=lambda d: (-per_device[d], d))[:MAX_DEVICES]
+        return sorted(int(d) for d in busiest)
+
+    @cached_property
+    def devices_left_out(self) -> int:
+        return len({dev for dev, _ in self.work_per_pair}) - len(self.device_ids)
 
     @cached_property
     def _device_unions(self) -> dict[int, dict[str, iv.Intervals]]:
@@ -315,14 +340,12 @@ class Events:
 
     @cached_property
     def device_pids(self) -> dict[int, set[int]]:
-        """device -> the processes that ran work on it."""
+        """device -> the processes that ran work on it (devices of ``device_ids``)."""
+        kept = set(self.device_ids)
         out: dict[int, set[int]] = {}
-        for df in (self.kernels, self.memcpy, self.memset, self.graphs):
-            if len(df):
-                # One integer per (device, process) pair: pid_of takes bits 24-47.
-                pairs = (df["deviceId"].to_numpy().astype(np.int64) << 24) | pid_of(df["globalPid"])
-                for key in pd.unique(pairs).tolist():
-                    out.setdefault(key >> 24, set()).add(key & 0xFFFFFF)
+        for dev, pid in self.work_per_pair:
+            if dev in kept:
+                out.setdefault(dev, set()).add(pid)
         return out
 
     @cached_property

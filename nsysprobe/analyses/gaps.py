@@ -213,6 +213,7 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
     range_ns: dict[str, int] = {}
     cause_ns: dict[tuple[str, str | None], int] = {}
     detailed: list[Gap] = []
+    candidates = []  # (device, index, its gaps' starts, ends, states, innermost range rows)
     for dev in events.device_ids:
         g_s, g_e = gaps[dev]
         if not g_s.size:
@@ -239,31 +240,15 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
         for (state, rng), ns in causes.groupby(["state", "range"])["ns"].sum().items():
             key = (str(state), None if rng == NO_RANGE else str(rng))
             cause_ns[key] = cause_ns.get(key, 0) + int(ns)
-        longest = np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED]
-        pids = events.device_pids.get(dev, set())
-        shown = np.sort(longest)  # the longest gaps in time order
-        within = (g_s[shown], g_e[shown])
-        nvtx = _OverlapIndex(events.nvtx, pids, within, "row", events.nvtx_names, events)
-        names = _names_of(events, api_name)
-        osrt = _OverlapIndex(events.osrt, pids, within, "nameId", names, events)
-        api = _OverlapIndex(events.runtime, pids, within, "nameId", names, events)
-        held = inner_row[longest]
-        held = held[held >= 0]
-        inner_names = dict(zip(held.tolist(), events.nvtx_names(held)))
-        for k in longest:
-            detailed.append(
-                Gap(
-                    device_id=dev,
-                    start_ns=int(g_s[k]),
-                    end_ns=int(g_e[k]),
-                    duration_ns=int(dur[k]),
-                    state=str(states[k]),
-                    innermost_range=inner_names.get(int(inner_row[k])),
-                    nvtx=nvtx.overlaps(g_s[k], g_e[k]),
-                    osrt=osrt.overlaps(g_s[k], g_e[k]),
-                    cuda_api=api.overlaps(g_s[k], g_e[k]),
-                )
-            )
+        for k in np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED].tolist():
+            candidates.append((dev, k, g_s, g_e, states, inner_row))
+    # The longest gaps over all devices (ties in device, then time order), described: each
+    # description scans the calls and ranges around it, so only those listed are described.
+    candidates.sort(key=lambda c: -(c[3][c[1]] - c[2][c[1]]))
+    listed = candidates[:LONGEST_GAPS_LISTED]
+    for dev in dict.fromkeys(c[0] for c in listed):
+        mine = [c for c in listed if c[0] == dev]
+        detailed += _described(events, dev, mine)
     total_gap = sum(d.gap_ns for d in devices)
     detailed.sort(key=lambda g: -g.duration_ns)
     return GapsResult(
@@ -279,6 +264,37 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
         ),
         longest=tuple(detailed[:LONGEST_GAPS_LISTED]),
     )
+
+
+def _described(events: Events, dev: int, listed) -> list[Gap]:
+    """The gaps ``listed`` (``analyze_gaps``' candidates) of device ``dev``, with what ran
+    around each."""
+    g_s, g_e, states, inner_row = listed[0][2:]
+    chosen = np.array([c[1] for c in listed], dtype=np.int64)
+    pids = events.device_pids.get(dev, set())
+    shown = np.sort(chosen)  # in time order
+    within = (g_s[shown], g_e[shown])
+    nvtx = _OverlapIndex(events.nvtx, pids, within, "row", events.nvtx_names, events)
+    names = _names_of(events, api_name)
+    osrt = _OverlapIndex(events.osrt, pids, within, "nameId", names, events)
+    api = _OverlapIndex(events.runtime, pids, within, "nameId", names, events)
+    held = inner_row[chosen]
+    held = held[held >= 0]
+    inner_names = dict(zip(held.tolist(), events.nvtx_names(held)))
+    return [
+        Gap(
+            device_id=dev,
+            start_ns=int(g_s[k]),
+            end_ns=int(g_e[k]),
+            duration_ns=int(g_e[k] - g_s[k]),
+            state=str(states[k]),
+            innermost_range=inner_names.get(int(inner_row[k])),
+            nvtx=nvtx.overlaps(g_s[k], g_e[k]),
+            osrt=osrt.overlaps(g_s[k], g_e[k]),
+            cuda_api=api.overlaps(g_s[k], g_e[k]),
+        )
+        for k in chosen.tolist()
+    ]
 
 
 def _device_activity(events: Events, dev: int, gaps: iv.Intervals) -> DeviceActivity:
@@ -357,11 +373,11 @@ def _attribute_run(events: Events, api, osrt, ranges, g_s: np.ndarray, g_e: np.n
         rows = src[cats == code] if len(src) else src
         u = iv.union(rows["start"], rows["end"])
         covered_parts.append(u)
-        per_state[state] = _per_gap(u, g_s, g_e, n)
+        per_state[state] = iv.covered(g_s, g_e, u)
     all_cov = iv.union(
         np.concatenate([p[0] for p in covered_parts]), np.concatenate([p[1] for p in covered_parts])
     )
-    per_state["cpu"] = (g_e - g_s) - _per_gap(all_cov, g_s, g_e, n)
+    per_state["cpu"] = (g_e - g_s) - iv.covered(g_s, g_e, all_cov)
     matrix = np.vstack([per_state[s] for s in STATES])
     states = np.array(STATES)[np.argmax(matrix, axis=0)]
 
@@ -410,11 +426,6 @@ def _categorize(name_ids: pd.Series, category_of) -> np.ndarray:
     """Each row's category (its index in ``STATES``), ``category_of`` called once per
     distinct name id."""
     return per_distinct(name_ids.to_numpy(), lambda i: STATES.index(category_of(i)), np.int64)
-
-
-def _per_gap(u: iv.Intervals, g_s: np.ndarray, g_e: np.ndarray, n: int) -> np.ndarray:
-    _, g_idx, ov = iv.overlap_pairs(u[0], u[1], g_s, g_e)
-    return np.bincount(g_idx, weights=ov, minlength=n).astype(np.int64)
 
 
 def _names_of(events: Events, shown):

@@ -14,6 +14,8 @@ Checks, each with its fix:
 - ``cuda_records_dropped``: nsys says CUDA was traced in hardware and records were dropped
   (``DIAGNOSTIC_EVENT``, nsys 2026.x on some GPUs): kernels or memsets may be missing, so busy
   time reads low; ``-t cuda-sw`` restores them.
+- ``devices_left_out``: GPU work on more device ids than ``events.MAX_DEVICES`` (a damaged or
+  crafted export): the busiest were analyzed.
 - ``gpu_shared``: more than one process ran work on one GPU: each has its own account.
 - ``no_cuda_api``: GPU work but no CUDA API calls (the runtime table is missing or empty):
   idle time cannot be tied to the CPU's calls.
@@ -38,6 +40,9 @@ from nsysprobe.trace.schema import (
     NVTX_DOMAIN_DESTROY,
     NVTX_RANGE_TYPES,
 )
+
+# Items (GPUs, processes) a finding's message names at most.
+LISTED = 8
 
 
 @dataclass(frozen=True)
@@ -143,9 +148,11 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "profile with --trace=cuda (and keep CUPTI_ACTIVITY_KIND_RUNTIME in the export)",
             )
         )
-    shared = {d: sorted(p) for d, p in events.device_pids.items() if len(p) > 1}
+    shared = {d: sorted(p) for d, p in sorted(events.device_pids.items()) if len(p) > 1}
     if shared:
-        where = "; ".join(f"GPU {d}: processes {', '.join(map(str, p))}" for d, p in shared.items())
+        where = "; ".join(
+            f"GPU {d}: processes {_listed(p)}" for d, p in list(shared.items())[:LISTED]
+        ) + (f"; {len(shared) - LISTED} more GPUs" if len(shared) > LISTED else "")
         found.append(
             Finding(
                 "gpu_shared",
@@ -166,8 +173,20 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "profile with --cuda-graph-trace=node to see the kernels inside the graphs",
             )
         )
+    if events.devices_left_out:
+        found.append(
+            Finding(
+                "devices_left_out",
+                "warning",
+                f"GPU work on {events.devices_left_out:,} more device ids was left out: the "
+                f"{len(events.device_ids)} with the most operations were analyzed, more than "
+                f"any one machine has GPUs",
+                "analyze the export nsys wrote: re-export the report with `nsys export "
+                "--type sqlite`",
+            )
+        )
     if trace.ignored:
-        shown = ", ".join(trace.ignored[:5]) + (", ..." if len(trace.ignored) > 5 else "")
+        shown = ", ".join(trace.ignored[:LISTED]) + (", ..." if len(trace.ignored) > LISTED else "")
         found.append(
             Finding(
                 "not_tables_ignored",
@@ -191,6 +210,12 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
             )
         )
     return tuple(found)
+
+
+def _listed(items: list[int]) -> str:
+    """The first ``LISTED`` of ``items``, and how many more."""
+    shown = ", ".join(map(str, items[:LISTED]))
+    return shown + (f" and {len(items) - LISTED:,} more" if len(items) > LISTED else "")
 
 
 def _first_line(text: str) -> str:

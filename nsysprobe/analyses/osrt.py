@@ -98,8 +98,7 @@ def _per_function_and_thread(os_calls: pd.DataFrame, gap_union: iv.Intervals) ->
 
     def block(lo: int, hi: int) -> pd.DataFrame:
         s, e, name, tid = (a[lo:hi] for a in cols)
-        idx, _, ov = iv.overlap_pairs(s, e, *gap_union)
-        in_gap = np.bincount(idx, weights=ov, minlength=s.size).astype(np.int64)
+        in_gap = iv.covered(s, e, gap_union)
         return pd.DataFrame({"nameId": name, "tid": tid, "dur": e - s, "gap": in_gap})
 
     how = {

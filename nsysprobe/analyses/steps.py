@@ -139,9 +139,7 @@ def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
     chosen, thread, steps, ranges = found.pattern, found.thread, found.ranges, found.all_ranges
 
     s, e = steps["start"].to_numpy(), steps["end"].to_numpy()
-    busy = events.busy_all
-    _, step_idx, ov = iv.overlap_pairs(busy[0], busy[1], s, e)
-    busy_ns = np.bincount(step_idx, weights=ov, minlength=len(steps)).astype(np.int64)
+    busy_ns = iv.covered(s, e, events.busy_all)
     wall = e - s
 
     children = _children(ranges[ranges["globalTid"] == thread], steps)

@@ -27,13 +27,15 @@ import traceback
 import click
 
 from nsysprobe.errors import NsysprobeError
-from nsysprobe.safetext import one_line, printable
+from nsysprobe.safetext import name, one_line, printable
 
 # Exit codes besides the errors' own (2).
 INTERRUPTED = 128 + signal.SIGINT
 BROKEN_PIPE = 128 + signal.SIGPIPE
 INTERNAL_ERROR = 70  # EX_SOFTWARE
 DEBUG_ENV = "NSYSPROBE_DEBUG"
+# An error line is cut here: it may quote what the user gave (a 100 kB option value).
+ERROR_CHARS = 2_000
 _STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -71,6 +73,10 @@ class _Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+class _PipeClosed(Exception):
+    """The reader of standard output went away (``| head``)."""
+
+
 class _StoppedOutside(Exception):
     """A ``_Stopped`` on its way out of the command, past click's Ctrl-C handling (which
     would print a blank line for a ^C that was never typed)."""
@@ -80,7 +86,13 @@ class _StoppedOutside(Exception):
         self.signum = signum
 
 
+# Signals _stop has raised: SQLite swallows an exception raised in its callbacks, and the
+# reader raises a plain KeyboardInterrupt in its place (``reader._Budget.resume``).
+_RECEIVED: list[int] = []
+
+
 def _stop(signum, _frame):
+    _RECEIVED.append(signum)
     raise _Stopped(signum)
 
 
@@ -118,6 +130,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except _Stopped as exc:
             raise _StoppedOutside(exc.signum) from None
+        except BrokenPipeError:  # past click's own handler, which would exit 1
+            raise _PipeClosed from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -149,13 +163,15 @@ def _ended(exc: BaseException) -> int:
         exc = exc.__cause__  # click's form of Ctrl-C
     if isinstance(exc, SystemExit):
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, _Stopped) and _RECEIVED:
+        exc = _Stopped(_RECEIVED[-1])  # raised again in its stead
     if isinstance(exc, (_Stopped, _StoppedOutside)):
         _say(f"nsysprobe: stopped by {signal.Signals(exc.signum).name}")
         return 128 + exc.signum
     if isinstance(exc, (KeyboardInterrupt, click.Abort)):
         _say("nsysprobe: interrupted")
         return INTERRUPTED
-    if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+    if isinstance(exc, _PipeClosed) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
         _silence_stdout()
         return BROKEN_PIPE
     if isinstance(exc, click.UsageError):
@@ -196,7 +212,7 @@ def _ended(exc: BaseException) -> int:
 
 
 def _error(message: str, code: int) -> int:
-    _say(f"nsysprobe: error: {message}")
+    _say(f"nsysprobe: error: {name(message, ERROR_CHARS)}")
     return code
 
 

@@ -86,13 +86,18 @@ def analyze_many_with_outputs(paths: tuple[str, ...], outputs: dict, **options):
     history records single reports, so the cross-rank view is not recorded there."""
     from nsysprobe.many import analyze_many, expand_paths
 
+    inputs = expand_paths(paths)
+    if outputs.get("html") is not None:  # the reports are known now
+        check_output(
+            outputs["html"], force=bool(outputs.get("force")), inputs=inputs, option="--html"
+        )
     progress = Progress()
     with progress.task("analyzing ranks"):
         many = analyze_many(paths, progress=progress, **options)
         if outputs.get("html") is not None:
             from nsysprobe.render.many import render_many_html
 
-            _write_html(render_many_html(many), outputs, expand_paths(paths))
+            _write_html(render_many_html(many), outputs, inputs)
     return many
 
 

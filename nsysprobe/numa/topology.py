@@ -43,7 +43,7 @@ NVIDIA_VENDOR = "0x10de"
 # bridges (0x0680xx) and must not be counted as GPUs.
 GPU_CLASSES = ("0x0300", "0x0302")
 # More GPUs than any one host holds (the largest have 16); a longer list is not a real machine.
-MAX_GPUS = 1024
+MAX_GPUS = 64
 ROOT_FIX = "point --root at a folder holding sys/ and proc/ of a Linux machine"
 # What a Slurm user asks for to get CPUs on the GPUs' nodes.
 SLURM_FIX = "ask Slurm for CPUs on that node (--gres-flags=enforce-binding)"

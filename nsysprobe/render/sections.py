@@ -156,6 +156,11 @@ def _account(report: Report) -> Section | None:
                 f"also process {other.pid}, GPU {other.device_id}: {other.step_count} steps, "
                 f"busy {pct(1 - other.idle_ratio)} (nsysprobe analyze --ranks for {ranks})"
             )
+    if acc.left_out:
+        notes.append(
+            f"{acc.left_out:,} more (process, GPU) pairs with less GPU work were not accounted "
+            f"(at most {len(acc.accounts)} are)"
+        )
     rows = tuple(
         (
             b.kind,

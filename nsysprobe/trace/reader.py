@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.errors import InputError, TraceError
-from nsysprobe.files import read_head
+from nsysprobe.files import open_regular, read_head
 from nsysprobe.safetext import NAME_CHARS
 from nsysprobe.safetext import name as _name
 from nsysprobe.trace.heap import large_blocks_mapped
@@ -177,22 +177,21 @@ class Trace:
         self._budget = _Budget(self.path, os.path.getsize(self.path))
         try:
             self._db = self._connect(_text)
-            rows = self._db.execute(
-                "SELECT name, type, coalesce(sql, '') FROM sqlite_master "
-                "WHERE type IN ('table', 'view')"
-            ).fetchall()
+            kinds = table_kinds(self._db)
         except sqlite3.DatabaseError as exc:
             self.close()
+            self._budget.resume(exc)
             if _is_locked(exc):
                 raise TraceError(_locked_message(self.path, exc)) from exc
             raise TraceError(
                 f"{self.path}: cannot read it as SQLite ({self._budget.explain(exc)}); "
                 f"re-export it with `nsys export --type sqlite`"
             ) from exc
-        tables = {n for n, kind, sql in rows if kind == "table" and not _is_virtual(sql)}
-        self.tables: frozenset[str] = frozenset(tables)
+        self.tables: frozenset[str] = frozenset(n for n, k in kinds.items() if k == "table")
         # Views and virtual tables run the author's SQL when read: never read, named here.
-        self.ignored: tuple[str, ...] = tuple(sorted({n for n, _, _ in rows} - tables))
+        self.ignored: tuple[str, ...] = tuple(
+            sorted(n for n, k in kinds.items() if k in ("view", "virtual"))
+        )
         self._counts: dict[str, int] = {}
         self._opened: list[sqlite3.Connection] = []
         if "StringIds" not in self.tables and not self.tables & _EVENT_TABLES:
@@ -216,6 +215,11 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @property
+    def uri(self) -> str:
+        """The read-only URI the export is read through (``nsysprobe scrub`` attaches it)."""
+        return self._uri
 
     def close(self) -> None:
         for db in [getattr(self, "_db", None), *getattr(self, "_opened", ())]:
@@ -392,7 +396,11 @@ class Trace:
         workers = max(1, min(_READERS, len(blocks)))
         try:
             with ThreadPoolExecutor(workers, thread_name_prefix="nsysprobe-read") as pool:
-                return list(pool.map(read, blocks))
+                try:
+                    return list(pool.map(read, blocks))
+                except (KeyboardInterrupt, SystemExit) as exc:  # a signal: stop every reader
+                    self._budget.interrupted = self._budget.interrupted or exc
+                    raise
         finally:
             for db in opened:
                 db.close()
@@ -415,7 +423,8 @@ class Trace:
         try:
             (lo,) = self._db.execute(f'SELECT min({rowid}) FROM "{table}"').fetchone()
             (hi,) = self._db.execute(f'SELECT max({rowid}) FROM "{table}"').fetchone()
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            self._budget.resume(exc)
             return None
         if lo is None:
             return []
@@ -433,6 +442,7 @@ class Trace:
             raise TraceError(self._read_failed(table, exc)) from exc
 
     def _read_failed(self, table: str, exc: Exception) -> str:
+        self._budget.resume(exc)
         if self._budget.spent:
             return self._budget.explain(exc)
         return _read_failed(self.path, table, exc)
@@ -868,6 +878,9 @@ _MAX_BLOCK_TEXT = 1 << 28
 _MAX_VALUE_BYTES = _MAX_BLOCK_TEXT
 # Bytes of a text read to make a name of NAME_CHARS characters (4 bytes a character at most).
 _MAX_NAME_BYTES = 4 * (NAME_CHARS + 1)
+# A pending -wal larger than this many times its database (plus the room) is refused.
+_MAX_WAL_RATIO = 4
+_WAL_ROOM_BYTES = 256 << 20
 # The work budget: SQLite VM steps per byte of the export, and the steps between checks.
 _OPS_PER_BYTE = 100
 _MIN_OPS = 1 << 30
@@ -1018,20 +1031,44 @@ def _check_sqlite_file(path: Path) -> bool:
 
 class _Budget:
     """SQLite's progress handler: stops every query of one export once they have run more VM
-    steps together than an export of its size needs (a view or a damaged file that loops)."""
+    steps together than an export of its size needs (a damaged file that loops), and carries
+    a signal out of SQLite.
+
+    Python runs a signal's handler (Ctrl-C's KeyboardInterrupt, the CLI's SIGTERM) inside this
+    callback while SQLite works, and the sqlite3 module swallows the exception, reporting the
+    query "interrupted" as if the export were damaged. The reader raises it again instead
+    (``resume``): the exception itself when it was raised inside the callback's ``try``, else a
+    KeyboardInterrupt (most often it is raised as the callback is entered)."""
 
     def __init__(self, path: Path, size_bytes: int):
         self.path = path
         self.ops = max(_MIN_OPS, _OPS_PER_BYTE * size_bytes)
         self._checks_left = self.ops // _OPS_PER_CHECK
         self.spent = False
+        self.interrupted: BaseException | None = None
 
     def __call__(self) -> int:
-        self._checks_left -= 1
-        if self._checks_left < 0:
-            self.spent = True
-            return 1  # SQLite stops the query: "interrupted"
-        return 0
+        try:
+            if self.interrupted is not None:
+                return 1
+            self._checks_left -= 1
+            if self._checks_left < 0:
+                self.spent = True
+                return 1  # SQLite stops the query: "interrupted"
+            return 0
+        except BaseException as exc:  # noqa: BLE001 -- a signal, raised here
+            self.interrupted = exc
+            return 1
+
+    def resume(self, exc: Exception) -> None:
+        """Raise the signal that stopped SQLite, if that is what ``exc`` (SQLite's error) was:
+        one kept here, or one that escaped before this callback could keep it (SQLite says
+        "interrupted" with the budget unspent)."""
+        if self.interrupted is not None:
+            raise self.interrupted
+        if isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc):
+            if not self.spent:
+                raise KeyboardInterrupt from exc
 
     def explain(self, exc: Exception) -> str:
         if not self.spent:
@@ -1043,23 +1080,60 @@ class _Budget:
         )
 
 
-def _is_virtual(sql: str) -> bool:
-    return sql.lstrip().upper().startswith("CREATE VIRTUAL")
+def table_kinds(db: sqlite3.Connection, schema: str = "main") -> dict[str, str]:
+    """Each table-like object of ``schema``: "table" (plain, the only kind read), "view",
+    "virtual" or "shadow" (a virtual table's own storage), as SQLite itself says
+    (``pragma_table_list``, SQLite 3.37+; before that, from each ``CREATE`` statement, read
+    as SQLite parses it: any case, any whitespace). SQLite's own tables are left out."""
+    try:
+        rows = db.execute(
+            "SELECT name, type FROM pragma_table_list WHERE schema = ?", (schema,)
+        ).fetchall()
+    except sqlite3.OperationalError:  # older SQLite
+        rows = [
+            (name, "virtual" if kind == "table" and _VIRTUAL.match(sql) else kind)
+            for name, kind, sql in db.execute(
+                f"SELECT name, type, coalesce(sql, '') FROM \"{schema}\".sqlite_master "
+                "WHERE type IN ('table', 'view')"
+            )
+        ]
+    return {str(n): str(k) for n, k in rows if not str(n).lower().startswith("sqlite_")}
+
+
+_VIRTUAL = re.compile(r"\s*create\s+virtual\b", re.IGNORECASE)
 
 
 def _private_copy(path: Path) -> Path:
     """A folder only this user can read holding a copy of the WAL database ``path`` and its
-    ``-wal`` file: reading it there leaves nothing beside the original."""
-    folder = Path(tempfile.mkdtemp(prefix="nsysprobe-wal-"))
+    ``-wal`` file: reading it there leaves nothing beside the original. The ``-wal`` must be
+    a regular file no larger than ``_MAX_WAL_RATIO`` times the database (plus some room)."""
+    checkpoint = f"checkpoint it first: sqlite3 {path.name} 'PRAGMA wal_checkpoint'"
+    sources = []
     try:
         for suffix in ("", "-wal"):
-            shutil.copyfile(f"{path}{suffix}", folder / f"{path.name}{suffix}")
-    except OSError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise InputError(
-            f"{path}: a WAL database with a pending -wal file, and copying it to read a "
-            f"snapshot failed ({exc.strerror or exc}); free space in {tempfile.gettempdir()} "
-            f"(or set TMPDIR), or checkpoint it first: sqlite3 {path.name} 'PRAGMA "
-            f"wal_checkpoint'"
-        ) from None
+            fd = open_regular(Path(f"{path}{suffix}"), InputError, checkpoint)
+            if fd is None:
+                raise InputError(f"{path}{suffix}: gone while being read; {checkpoint}")
+            sources.append(os.fdopen(fd, "rb"))
+        base, wal = (os.fstat(f.fileno()).st_size for f in sources)
+        if wal > _MAX_WAL_RATIO * base + _WAL_ROOM_BYTES:
+            raise InputError(
+                f"{path}-wal: {wal / 1e9:.1f} GB of pending writes for a {base / 1e9:.1f} GB "
+                f"database, more than a real export holds; {checkpoint}"
+            )
+        folder = Path(tempfile.mkdtemp(prefix="nsysprobe-wal-"))
+        try:
+            for source, suffix in zip(sources, ("", "-wal")):
+                with open(folder / f"{path.name}{suffix}", "wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
+        except OSError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise InputError(
+                f"{path}: a WAL database with a pending -wal file, and copying it to read a "
+                f"snapshot failed ({exc.strerror or exc}); free space in "
+                f"{tempfile.gettempdir()} (or set TMPDIR), or {checkpoint}"
+            ) from None
+    finally:
+        for source in sources:
+            source.close()
     return folder

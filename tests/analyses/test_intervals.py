@@ -83,6 +83,15 @@ def test_overlap_pairs_match_pairwise_overlaps(ivs, segs):
     assert got == sorted(expected)
 
 
+@given(interval_lists, interval_lists)
+def test_covered_is_each_intervals_covered_cells(ivs, others):
+    # Intervals that overlap one another (steps nested or crossing), against unit cells.
+    line = cells(others)
+    got = iv.covered(*arrays(ivs), iv.union(*arrays(others)))
+    assert got.tolist() == [int(line[s:e].sum()) for s, e in ivs]
+    assert got.dtype == np.int64
+
+
 @given(interval_lists, st.integers(0, SPAN), st.integers(0, SPAN))
 def test_complement_and_clip_partition_the_window(ivs, lo, width):
     hi = lo + width

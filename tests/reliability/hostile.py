@@ -154,17 +154,21 @@ def wait_for(path: Path, timeout: float = 120) -> None:
 
 
 def pause_at(target: str, marker: Path, seconds: float = 60) -> str:
-    """Patch code that makes ``target`` (``module:function``) write ``marker`` and sleep
-    before running, so that a signal sent once ``marker`` exists lands inside it."""
-    module, function = target.split(":")
+    """Patch code that makes ``target`` (``module:function`` or ``module:Class.method``) write
+    ``marker`` and sleep before running, so that a signal sent once ``marker`` exists lands
+    inside it."""
+    module, attribute = target.split(":")
+    owner, _, name = attribute.rpartition(".")
     return (
         "import importlib, time, pathlib, functools\n"
-        f"_m = importlib.import_module({module!r})\n"
-        f"_f = getattr(_m, {function!r})\n"
+        f"_owner = importlib.import_module({module!r})\n"
+        f"for _part in {owner.split('.') if owner else []!r}:\n"
+        "    _owner = getattr(_owner, _part)\n"
+        f"_f = getattr(_owner, {name!r})\n"
         "@functools.wraps(_f)\n"
         "def _paused(*a, **k):\n"
         f"    pathlib.Path({str(marker)!r}).write_text('here')\n"
         f"    time.sleep({seconds})\n"
         "    return _f(*a, **k)\n"
-        f"setattr(_m, {function!r}, _paused)\n"
+        f"setattr(_owner, {name!r}, _paused)\n"
     )

@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,69 @@ def test_a_view_that_never_ends_is_not_read(tmp_path):
     assert done.peak_rss_mib < 400, f"{done.peak_rss_mib:.0f} MiB"
 
 
+def _disguised_virtual_table(folder: Path, view: str) -> Path:
+    """The kernel table replaced by an fts5 table reading ``view``, its schema text written
+    ``CREATE  VIRTUAL`` (two spaces: SQLite loads it, a text match for "CREATE VIRTUAL" does
+    not see it)."""
+    return crafted(
+        folder,
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL",
+        f"CREATE VIEW v AS {view}",
+        "CREATE VIRTUAL TABLE CUPTI_ACTIVITY_KIND_KERNEL USING fts5(start, end, deviceId, "
+        "streamId, correlationId, globalPid, shortName, content=v, content_rowid=rid)",
+        "PRAGMA writable_schema=ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'CREATE VIRTUAL', 'CREATE  VIRTUAL') "
+        "WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'",
+    )
+
+
+def test_a_virtual_table_in_disguise_is_not_read(tmp_path):
+    # One row from the view: a kernel 987,653,321 ns long that the trace does not hold; and a
+    # view that never ends, each row a second of CPU (the step budget would not see it).
+    one = _disguised_virtual_table(
+        tmp_path,
+        "SELECT 1 AS rid, 1000 AS start, 987654321 AS end, 0 AS deviceId, 7 AS streamId, "
+        "1 AS correlationId, 0 AS globalPid, 1 AS shortName",
+    )
+    done = run_cli("analyze", str(one), "--format", "json", "--no-history")
+    assert done.code == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert all(d["kernel_busy_ns"] != 987653321 for d in report["devices"])
+    (tmp_path / "slow").mkdir()
+    slow = _disguised_virtual_table(
+        tmp_path / "slow",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x AS rid, "
+        "x * 1000 AS start, x * 1000 + 500 + length(randomblob(100000000)) * 0 AS end, "
+        "0 AS deviceId, 7 AS streamId, x AS correlationId, 0 AS globalPid, 1 AS shortName FROM c",
+    )
+    done = run_cli("analyze", str(slow), "--no-history", timeout=60)
+    assert done.code == 0, done.stderr
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" in done.stdout  # named as not read
+
+
+def test_table_kinds_without_pragma_table_list(tmp_path):
+    # SQLite before 3.37 has no pragma_table_list: the CREATE statements are read as SQLite
+    # reads them.
+    from nsysprobe.trace.reader import table_kinds
+
+    path = _disguised_virtual_table(tmp_path, "SELECT 1 AS rid")
+
+    class OldSqlite:
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, sql, *args):
+            if "pragma_table_list" in sql:
+                raise sqlite3.OperationalError("no such table: pragma_table_list")
+            return self.db.execute(sql, *args)
+
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        new, old = table_kinds(db), table_kinds(OldSqlite(db))
+    assert new["CUPTI_ACTIVITY_KIND_KERNEL"] == old["CUPTI_ACTIVITY_KIND_KERNEL"] == "virtual"
+    assert new["v"] == old["v"] == "view"
+    assert new["StringIds"] == old["StringIds"] == "table"
+
+
 def test_sqlite_work_past_the_budget_is_one_line_error(tmp_path, monkeypatch):
     # The budget is SQLite's own progress handler: a budget far below what this export needs
     # stops the read with the budget's message.
@@ -101,6 +165,51 @@ def test_names_of_megabytes_make_a_report_of_kilobytes(tmp_path, fmt):
     if fmt == "json":
         json.loads(done.stdout)
     assert done.peak_rss_mib < 600, f"{done.peak_rss_mib:.0f} MiB"
+
+
+def test_steps_that_overlap_each_other_cost_no_product_of_memory(tmp_path):
+    # 20,000 "steps" on one thread, each over half the capture: every step spans half of the
+    # busy intervals. Before: 3.24 GB (steps x busy intervals, at once).
+    n = 20_000
+    path = crafted(
+        tmp_path,
+        "DELETE FROM NVTX_EVENTS",
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text) "
+        f"WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {n - 1}) "
+        f"SELECT lo + i * ((hi - lo) / {n}), lo + i * ((hi - lo) / {n}) + (hi - lo) / 2, 59, "
+        "tid, 'load ' || i FROM k, (SELECT min(start) AS lo, max(end) AS hi FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL), (SELECT globalTid AS tid FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+        "GROUP BY globalTid ORDER BY count(*) DESC LIMIT 1)",
+    )
+    done = run_cli("analyze", str(path), "--format", "json", "--no-history")
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout)["steps"]["count"] == n
+    assert done.peak_rss_mib < 400, f"{done.peak_rss_mib:.0f} MiB"
+
+
+@pytest.mark.parametrize(
+    "spread",
+    [
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = rowid % 1000",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = ((rowid % 2000) << 24) | (1 << 48)",
+    ],
+    ids=["1000-devices", "2000-processes"],
+)
+def test_work_spread_over_thousands_of_gpus_or_processes_stays_bounded(tmp_path, spread):
+    # The export describes one GPU; its 7,780 kernels claim 1,000 device ids or 2,000
+    # processes. Before: 54 s and 18.8 MB of JSON for 1,000 devices (an account and 20
+    # described gaps each).
+    done = run_cli("analyze", str(crafted(tmp_path, spread)), "--format", "json", "--no-history")
+    assert done.code == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert len(done.stdout) < 2_000_000, f"{len(done.stdout):,} characters"
+    assert done.wall_s < 60 and done.peak_rss_mib < 400, (done.wall_s, done.peak_rss_mib)
+    assert len(report["devices"]) <= 64 and len(report["account"]["accounts"]) <= 64
+    assert len(report["gaps"]["longest"]) <= 20
+    if "deviceId" in spread:
+        assert any(f["id"] == "devices_left_out" for f in report["findings"])
+    else:
+        assert report["account"]["left_out"] == 2000 - 64
 
 
 @pytest.mark.parametrize("name", ["trace.sqlite", "trace.nsys-rep", "trace.qdrep"])
@@ -248,6 +357,99 @@ def test_outputs_never_replace_the_trace_analyzed(tmp_path, output):
     assert folder_state(path) == before
 
 
+def _pending_wal(folder: Path) -> tuple[Path, sqlite3.Connection]:
+    """A copy of the base trace in WAL mode with a pending -wal file (the writer left open)."""
+    path = crafted(folder)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("UPDATE StringIds SET value = value WHERE id = 1")
+    return path, writer
+
+
+def test_the_pending_wal_of_the_trace_is_an_input_too(tmp_path):
+    path, writer = _pending_wal(tmp_path)
+    try:
+        wal = Path(f"{path}-wal")
+        before = wal.read_bytes()
+        done = run_cli("analyze", str(path), "--html", str(wal), "--force", "--no-history")
+        assert "is an input of this command" in _one_error_line(done, "-wal")
+        assert wal.read_bytes() == before
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "sparse-20GB"])
+def test_a_pending_wal_that_no_writer_made_is_refused_not_copied(tmp_path, kind):
+    path, writer = _pending_wal(tmp_path)
+    writer.close()  # (closing checkpoints and removes the -wal: make one again)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    wal = Path(f"{path}-wal")
+    wal.unlink(missing_ok=True)
+    if kind == "dev-zero":
+        wal.symlink_to("/dev/zero")
+    else:
+        with open(wal, "wb") as out:
+            out.truncate(20 << 30)  # 20 GB of nothing, no disk used
+    done = run_cli(
+        "analyze",
+        str(path),
+        "--no-history",
+        timeout=60,
+        env={"TMPDIR": str(tmp_path)},
+        limits={resource.RLIMIT_FSIZE: (1 << 30, 1 << 30)},
+    )
+    line = _one_error_line(done, kind)
+    assert "-wal" in line and "checkpoint it first" in line
+    # Said for what it is, before a byte is copied (a copy would stop at ulimit -f's 1 GiB).
+    assert {
+        "dev-zero": "is a character device, not a regular file",
+        "sparse-20GB": "21.5 GB of pending writes for a",
+    }[kind] in line
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("nsysprobe-wal")] == []
+
+
+def test_many_ranks_refuse_an_html_that_is_a_report_before_analyzing(tmp_path):
+    # The slowest rank would take minutes: the refusal must come first.
+    one, two = crafted(tmp_path, name="rank0.sqlite"), crafted(tmp_path, name="rank1.sqlite")
+    marker = tmp_path.parent / f"{tmp_path.name}-analyzing"
+    done = run_cli(
+        "analyze",
+        str(one),
+        str(two),
+        "--html",
+        str(two),
+        "--force",
+        patch=pause_at("nsysprobe.many:analyze_many", marker),
+        timeout=30,
+    )
+    assert "is an input of this command" in _one_error_line(done, "many --html")
+    assert not marker.exists()
+
+
+def test_an_output_name_as_long_as_the_file_system_allows(tmp_path):
+    out = tmp_path / ("r" * 250 + ".html")  # 255 bytes: the longest name ext4 takes
+    done = run_cli("analyze", str(crafted(tmp_path)), "--html", str(out), "--no-history")
+    assert done.code == 0, done.stderr
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_closed_pipe_ends_quietly_as_sigpipe_would(tmp_path):
+    path, history = crafted(tmp_path), tmp_path / "history.db"
+    for args in (["analyze", str(path), "--format", "json", "--no-history"], ["history"]):
+        with subprocess.Popen(["true"], stdin=subprocess.PIPE) as reader:
+            reader.wait()  # gone before anything is written
+            done = run_cli(*args, stdout=reader.stdin, env={"NSYSPROBE_HISTORY": str(history)})
+        assert done.code == 128 + signal.SIGPIPE and done.stderr == "", (args, done.stderr)
+
+
+def test_an_error_quoting_a_huge_value_stays_a_short_line(tmp_path):
+    done = run_cli("analyze", str(crafted(tmp_path)), "--step-range", "x" * 100_000)
+    line = _one_error_line(done, "long --step-range")
+    assert len(line) <= 2_100
+
+
 def test_a_bad_output_is_refused_before_the_analysis(tmp_path):
     # The trace would fail the analysis; the --html error comes first, so it came first.
     trace = tmp_path / "not-a-trace.sqlite"
@@ -385,6 +587,54 @@ def test_ctrl_c_during_the_analysis_exits_130(tmp_path):
     assert done.code == 130, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "nsysprobe: interrupted"
     assert "Traceback" not in done.stderr and "Aborted" not in done.stderr
+
+
+@pytest.fixture(scope="module")
+def long_sched_read(tmp_path_factory) -> Path:
+    """A valid export whose context-switch table takes SQLite seconds to sort: 1.7 M
+    SCHED_EVENTS rows out of time order."""
+    folder = tmp_path_factory.mktemp("sched")
+    return crafted(
+        folder,
+        *["INSERT INTO SCHED_EVENTS SELECT * FROM SCHED_EVENTS"] * 10,
+        "UPDATE SCHED_EVENTS SET start = (start * 7919 + rowid * 104729) % 1000000007",
+        base=SAMPLES / "h200_multiworker-cpuctxsw.sqlite",
+    )
+
+
+def test_a_signal_while_sqlite_works_is_that_signal_not_damage(long_sched_read):
+    # A real SIGALRM whose handler raises KeyboardInterrupt, as Ctrl-C's does, lands inside
+    # SQLite's sort: the reader raises it again, instead of a TraceError calling the export
+    # damaged.
+    from nsysprobe.trace.reader import Trace
+
+    def ring(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with Trace(long_sched_read) as trace, pytest.raises(KeyboardInterrupt):
+            trace.sched_events()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_while_sqlite_works_exits_as_the_signal_says(tmp_path, long_sched_read, signum):
+    marker = tmp_path / "reading"
+    done = run_cli(
+        "analyze",
+        str(long_sched_read),
+        "--topology",
+        str(SAMPLES / "h200_topology"),
+        "--no-history",
+        patch=pause_at("nsysprobe.trace.reader:Trace.sched_events", marker, seconds=0),
+        on_start=lambda proc: (wait_for(marker), time.sleep(0.5), os.kill(proc.pid, signum)),
+    )
+    assert done.code == 128 + signum, done.stderr
+    assert "damaged" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_a_file_name_that_is_not_utf8_with_history_on(tmp_path):

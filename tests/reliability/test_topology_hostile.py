@@ -143,7 +143,7 @@ RECORDINGS = {
     "5000_gpu_rows": (
         {TOPO: topo_rows("".join(f"GPU{i}\t X \t0-3\t0\t\tN/A\n" for i in range(5000)))},
         TOPO,
-        "GPU1024 is past the 1024 GPUs nsysprobe reads",
+        "GPU64 is past the 64 GPUs nsysprobe reads",
     ),
 }
 

@@ -270,7 +270,7 @@ def test_html_refuses_to_overwrite_without_force(rung, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert out.read_text().startswith("<!DOCTYPE html>")
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".r.html")) == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_html_never_replaces_a_file_that_appeared(tmp_path, monkeypatch):
