@@ -4,6 +4,13 @@ A run is a trace (``.sqlite``, ``.nsys-rep``/``.qdrep``, analyzed now), a run fo
 ``analysis.json`` as ``nsysprobe run`` writes it, else the one ``*.sqlite`` in it) or the id of
 a history entry (``nsysprobe history``). A path wins over an id of the same spelling.
 
+An ``analysis.json`` is read by one loader, ``read_analysis``: at most ``MAX_ANALYSIS_BYTES``
+(a real one is tens of kB), JSON without NaN or Infinity nesting at most
+``metrics.MAX_JSON_DEPTH`` deep, every figure checked for its type and range
+(``metrics.FIGURES``); anything else is a one-line error naming the file and the field. Run
+labels and sources are file names and paths, anybody's text: they are cut and escaped
+(``safetext.name``) before anything shows them.
+
 Whether a run is faster than the first is decided on the **distributions** of per-step wall
 times, not on one number: a two-sided Mann-Whitney U test (exact over every split of the
 pooled steps when there are at most ``EXACT_SPLITS`` splits, else the normal approximation
@@ -23,7 +30,7 @@ meets the condition, or that lacks the figure; METRIC is a figure of the table
 
 from __future__ import annotations
 
-import json
+import errno
 import math
 import re
 from dataclasses import dataclass
@@ -31,13 +38,16 @@ from pathlib import Path
 
 from nsysprobe.analyses.stats import mann_whitney
 from nsysprobe.errors import InputError
-from nsysprobe.metrics import RunMetrics, metrics_from_json, metrics_of
+from nsysprobe.metrics import PATH_CHARS, RunMetrics, metrics_from_json, metrics_of, parse_json
+from nsysprobe.safetext import name
 
 SCHEMA_VERSION = 1
 ALPHA = 0.05
 MIN_STEPS = 3
 ANALYSIS_FILE = "analysis.json"
 TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
+# An analysis.json is tens of kB (10,000 step rows, the most a report lists, make some 2 MB).
+MAX_ANALYSIS_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,8 @@ def difference(first: RunMetrics, other: RunMetrics) -> Difference:
         if first.steps_per_s and other.steps_per_s is not None
         else None
     )
+    if speedup is not None and not math.isfinite(speedup):
+        speedup = None  # 1e9 steps/s over 1e-300: no figure anybody measured
     a, b = first.step_wall_ns, other.step_wall_ns
     if len(a) < MIN_STEPS or len(b) < MIN_STEPS:
         return Difference(
@@ -200,50 +212,63 @@ def compare_runs(runs: list[Run]) -> Comparison:
 def load_run(spec: str, *, history_path: Path | None = None, analyze_options=None) -> Run:
     """A Run from a trace path, a run folder or a history id (see the module docstring)."""
     path = Path(spec)
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        is_dir = exists = False  # no file has such a name: an id, perhaps
+    if is_dir:
         return _from_folder(path, analyze_options or {})
-    if path.exists():
+    if exists:
         return _from_trace(path, analyze_options or {})
-    if spec.isdigit():
+    if spec.isascii() and spec.isdigit():
         from nsysprobe import history
 
-        entry = history.get(int(spec), history_path)
-        return Run(
-            label=f"#{entry.id} {entry.metrics.trace}",
-            source=f"history #{entry.id}",
-            metrics=entry.metrics,
-        )
+        entry = history.get(history.entry_id(spec), history_path)
+        return _run(f"#{entry.id} {entry.metrics.trace}", f"history #{entry.id}", entry.metrics)
     raise InputError(
-        f"{spec}: no such file, folder or history id; give a trace (.sqlite, .nsys-rep), a run "
-        f"folder or an id from `nsysprobe history`"
+        f"{name(spec)}: no such file, folder or history id; give a trace (.sqlite, .nsys-rep), "
+        f"a run folder or an id from `nsysprobe history`"
     )
+
+
+def read_analysis(path: Path) -> RunMetrics:
+    """The figures of an ``analysis.json``, checked (see the module docstring)."""
+    with open(path, "rb") as file:
+        raw = file.read(MAX_ANALYSIS_BYTES + 1)
+    fix = f"re-create it with `nsysprobe analyze TRACE --format json > {path}`"
+    if len(raw) > MAX_ANALYSIS_BYTES:
+        raise InputError(
+            f"{path}: larger than {MAX_ANALYSIS_BYTES >> 20} MB, not an nsysprobe analysis (one "
+            f"is tens of kB); {fix}"
+        )
+    try:
+        return metrics_from_json(parse_json(raw))
+    except ValueError as exc:
+        raise InputError(f"{path}: not an nsysprobe analysis ({exc}); {fix}") from None
+
+
+def _run(label: str, source: str, metrics: RunMetrics) -> Run:
+    return Run(label=name(label), source=name(source, PATH_CHARS), metrics=metrics)
 
 
 def _from_trace(path: Path, options: dict) -> Run:
     from nsysprobe.report import analyze
 
     report = analyze(path, **options)
-    return Run(label=path.name, source=str(path), metrics=metrics_of(report))
+    return _run(path.name, str(path), metrics_of(report))
 
 
 def _from_folder(folder: Path, options: dict) -> Run:
     analysis = folder / ANALYSIS_FILE
     if analysis.is_file():
-        try:
-            data = json.loads(analysis.read_text(encoding="utf-8"))
-            metrics = metrics_from_json(data)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InputError(
-                f"{analysis}: not an nsysprobe analysis ({exc}); re-create it with "
-                f"`nsysprobe analyze TRACE --format json > {analysis}`"
-            ) from exc
-        return Run(label=folder.name, source=str(folder), metrics=metrics)
+        return _run(folder.name, str(folder), read_analysis(analysis))
     traces = sorted(p for p in folder.iterdir() if p.suffix == ".sqlite")
     if len(traces) != 1:
-        found = ", ".join(p.name for p in traces) or "none"
+        found = ", ".join(p.name for p in traces[:5]) + (", ..." if len(traces) > 5 else "")
         raise InputError(
-            f"{folder}: a run folder holds {ANALYSIS_FILE} or one .sqlite export (found: "
-            f"{found}); pass the trace itself"
+            f"{folder}: a run folder holds {ANALYSIS_FILE} or one .sqlite export (found "
+            f"{len(traces)}: {name(found or 'none', 1000)}); pass the trace itself"
         )
-    run = _from_trace(traces[0], options)
-    return Run(label=folder.name, source=str(folder), metrics=run.metrics)
+    return _run(folder.name, str(folder), _from_trace(traces[0], options).metrics)

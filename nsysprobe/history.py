@@ -12,13 +12,19 @@ sqlite-utils, at the first of:
 
 ``--no-history`` records nothing. Environment variables of the profiled process are never
 stored; the trace's own tables are not copied.
+
+The file at that path may be anybody's. A database nsysprobe did not make is refused before
+anything is read or written (``check_schema``: a view or trigger anywhere, or a ``runs`` that
+is not a plain table keyed by ``id INTEGER PRIMARY KEY``), so no SQL of its schema ever runs.
+Rows are read bounded: text is cut in SQL (``command`` to ``COMMAND_CHARS``, names to
+``safetext.NAME_CHARS``) and escaped (``safetext.name``), a value of the wrong type or out of
+range (``metrics.FIGURES``) reads as missing, ids are SQLite integers (1 to 2**63 - 1).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -30,11 +36,29 @@ from pathlib import Path
 import sqlite_utils
 
 from nsysprobe.errors import InputError
-from nsysprobe.metrics import RunMetrics, metrics_of
+from nsysprobe.metrics import (
+    BUSY_BASES,
+    FIGURES,
+    INT64_MAX,
+    PATH_CHARS,
+    RunMetrics,
+    figure,
+    metrics_of,
+    parse_json,
+)
 from nsysprobe.report import Report
+from nsysprobe.safetext import NAME_CHARS, name
 
 TABLE = "runs"
 ENV = "NSYSPROBE_HISTORY"
+MAX_ID = INT64_MAX
+# A command is shown whole up to this many characters: a real one with its paths and options
+# fits; a pasted megabyte does not.
+COMMAND_CHARS = 1_000
+# The JSON columns are read up to this many characters; a longer value reads as missing.
+# 10,000 step times (the most a report lists) are some 200,000 characters, four paths 20,000.
+STEPS_CHARS = 1 << 20
+PATHS_CHARS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -97,21 +121,34 @@ def entries(history_path: str | os.PathLike | None = None, limit: int | None = N
     with _open(path) as db:
         if TABLE not in db.table_names():
             return []
-        return [_entry(r) for r in db[TABLE].rows_where(order_by="id desc", limit=limit)]
+        rows = db[TABLE].rows_where(select=_select(db), order_by="id desc", limit=limit)
+        return [e for e in map(_entry, rows) if e is not None]
+
+
+def entry_id(text: str) -> int:
+    """A history id from its digits; InputError unless it is one SQLite can hold."""
+    digits = text.lstrip("0") if text.isascii() and text.isdigit() else ""
+    if not digits or len(digits) > len(str(MAX_ID)) or int(digits) > MAX_ID:
+        raise InputError(
+            f"history id {name(text, 40)}: ids are whole numbers from 1 to {MAX_ID}; list "
+            f"them with `nsysprobe history`"
+        )
+    return int(digits)
 
 
 def get(entry_id: int, history_path: str | os.PathLike | None = None) -> Entry:
     path = Path(history_path) if history_path is not None else default_path()
     found = []
-    if path.exists():
+    if path.exists() and 1 <= entry_id <= MAX_ID:
         with _open(path) as db:
             if TABLE in db.table_names():
-                found = list(db[TABLE].rows_where("id = ?", [entry_id]))
+                rows = db[TABLE].rows_where("id = ?", [entry_id], select=_select(db))
+                found = [e for e in map(_entry, rows) if e is not None]
     if not found:
         raise InputError(
             f"history id {entry_id}: no such entry in {path}; list them with `nsysprobe history`"
         )
-    return _entry(found[0])
+    return found[0]
 
 
 _COLUMNS = {
@@ -138,61 +175,117 @@ _COLUMNS = {
 
 @contextmanager
 def _open(path: Path) -> Iterator[sqlite_utils.Database]:
+    fix = "pass --history PATH to another file, or --no-history"
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path}: not a regular file, so not a history database; {fix}")
     db = None
     try:
         db = sqlite_utils.Database(path)
+        # Text that is not UTF-8 (a hand edit) reads with replacement characters.
+        db.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
         db.execute("PRAGMA busy_timeout = 5000")
+        why = check_schema(db)
+        if why:
+            raise InputError(
+                f"{path}: not a history database nsysprobe made ({why}); nothing was read or "
+                f"written; {fix}"
+            )
         yield db
     except sqlite3.Error as exc:
-        raise InputError(
-            f"{path}: cannot use it as the history database ({exc}); pass --history PATH to "
-            f"another file, or --no-history"
-        ) from exc
+        raise InputError(f"{path}: cannot use it as the history database ({exc}); {fix}") from exc
     finally:
         if db is not None:
             db.close()
 
 
-def _entry(row: dict) -> Entry:
-    """An entry from its row, whatever a hand edit left there: a value of the wrong type or
-    JSON that does not parse reads as missing (None, empty), never as an error."""
-    values = {}
-    for f in dataclasses.fields(RunMetrics):
-        if f.name == "step_wall_ns":
-            walls = _json(row.get(f.name), list)
-            values[f.name] = tuple(w for w in walls if _is_int(w))
+def check_schema(db: sqlite_utils.Database) -> str | None:
+    """Why ``db`` is not a history database nsysprobe made, or None when it may be one.
+
+    nsysprobe makes one plain table, ``runs``, keyed by ``id INTEGER PRIMARY KEY``, and nothing
+    else: a view (which ``runs`` may be) or a trigger (which would run on every insert, in
+    SQLite where no signal reaches it) is somebody else's.
+    """
+    objects = db.execute(
+        "SELECT type, name, coalesce(sql, '') FROM sqlite_master "
+        "WHERE type IN ('view', 'trigger') OR name = ? COLLATE NOCASE",
+        [TABLE],
+    ).fetchall()
+    for kind, object_name, sql in objects:
+        if kind in ("view", "trigger"):
+            return f"it holds the {kind} {name(object_name, 40)}"
+        if kind == "index":
+            return f"{TABLE} is an index, not a table"
+        if sql.lstrip()[:14].upper() == "CREATE VIRTUAL":
+            return f"{TABLE} is a virtual table"
+    if objects:
+        columns = db.execute(f"PRAGMA table_xinfo({TABLE})").fetchall()
+        keys = [(c[1], str(c[2]).upper()) for c in columns if c[5]]
+        if keys != [("id", "INTEGER")]:
+            return f"{TABLE} is not keyed by id INTEGER PRIMARY KEY"
+        if any(c[6] for c in columns):
+            return f"{TABLE} has generated or hidden columns"
+    return None
+
+
+# How many characters of each text column are read: one more than is shown, so that the cut
+# shows (safetext.name ends it in an ellipsis).
+_READ_CHARS = {"command": COMMAND_CHARS + 1, "paths": PATHS_CHARS, "step_wall_ns": STEPS_CHARS}
+
+
+def _select(db: sqlite_utils.Database) -> str:
+    """The columns of ``runs`` nsysprobe knows, each read bounded: text cut in SQL, a value of
+    the wrong type (a hand edit) read as NULL."""
+    present = {c.name for c in db[TABLE].columns}
+    parts = []
+    for column, kind in _COLUMNS.items():
+        if column not in present:
+            continue
+        if kind is str:
+            chars = _READ_CHARS.get(column, NAME_CHARS + 1)
+            value = f"CASE WHEN typeof([{column}]) = 'text' THEN substr([{column}], 1, {chars}) END"
         else:
-            values[f.name] = _typed(row.get(f.name), _COLUMNS[f.name])
-    values["busy_basis"] = values["busy_basis"] or "none"
-    values["trace"] = values["trace"] or ""
+            value = f"CASE WHEN typeof([{column}]) IN ('integer', 'real') THEN [{column}] END"
+        parts.append(f"{value} AS [{column}]")
+    return ", ".join(parts)
+
+
+def _entry(row: dict) -> Entry | None:
+    """An entry from its row (None without an id), whatever a hand edit left there: a value
+    of the wrong type or out of range, or JSON that does not parse, reads as missing (None,
+    empty), never as an error."""
+    entry_id = row.get("id")
+    if not (isinstance(entry_id, int) and 1 <= entry_id <= MAX_ID):
+        return None
+    walls = _json(row.get("step_wall_ns"), list)
+    if not all(figure("step_wall_ns", w) is not None for w in walls):
+        walls = []
+    basis = row.get("busy_basis")
+    metrics = RunMetrics(
+        trace=_name(row.get("trace")) or "",
+        busy_basis=basis if basis in BUSY_BASES else "none",
+        top_recommendation=_name(row.get("top_recommendation")),
+        step_wall_ns=tuple(walls),
+        **{f: figure(f, row.get(f)) for f in FIGURES if f != "step_wall_ns"},
+    )
     paths = _json(row.get("paths"), dict)
     return Entry(
-        id=int(row["id"]),
-        recorded_utc=str(row.get("recorded_utc") or ""),
-        command=str(row.get("command") or ""),
-        paths={str(k): str(v) for k, v in paths.items()},
-        nsys_version=_typed(row.get("nsys_version"), str),
-        metrics=RunMetrics(**values),
+        id=entry_id,
+        recorded_utc=_name(row.get("recorded_utc")) or "",
+        command=_name(row.get("command"), COMMAND_CHARS) or "",
+        paths={name(str(k)): name(str(v), PATH_CHARS) for k, v in paths.items()},
+        nsys_version=_name(row.get("nsys_version")),
+        metrics=metrics,
     )
 
 
-def _typed(value: object, kind: type) -> object:
-    """``value`` as ``kind`` (int, float or str) when it is one, else None."""
-    if kind is str:
-        return value if isinstance(value, str) else None
-    if kind is int:
-        return value if _is_int(value) else None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return float(value) if ok and math.isfinite(value) else None
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _name(value: object, limit: int = NAME_CHARS) -> str | None:
+    """Text from a row as it is shown (cut, escaped); None when there is none."""
+    return name(value, limit) if isinstance(value, str) and value else None
 
 
 def _json(text: object, kind: type):
     try:
-        value = json.loads(text) if isinstance(text, str) else None
+        value = parse_json(text.encode()) if isinstance(text, str) else None
     except ValueError:
         value = None
     return value if isinstance(value, kind) else kind()

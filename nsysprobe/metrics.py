@@ -13,13 +13,43 @@ same figures:
     exposed_copy_ns      HtoD copy time during which no kernel ran (total, union per device)
     top_recommendation   the first recommendation's id
     step_wall_ns         every step's wall time: the distribution ``compare`` tests
+
+A JSON form that comes from a file or a history row is anybody's: ``parse_json`` refuses what
+nsysprobe never writes (NaN, Infinity, nesting deeper than ``MAX_JSON_DEPTH``) and every figure
+is checked for its type and range (``FIGURES``) before any arithmetic touches it; names are
+cut and escaped (``safetext.name``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 
 from nsysprobe.report import Report
+from nsysprobe.safetext import name
+
+INT64_MAX = 2**63 - 1  # SQLite's largest integer, and numpy's
+PATH_CHARS = 4096  # the longest path Linux opens: a path shown is cut only past it
+MAX_JSON_DEPTH = 32  # a report's JSON nests 8 deep
+BUSY_BASES = ("steps", "span", "none")
+
+# Each figure's type and the range it lies in. A step lasts 1 ns or more, so steps_per_s is
+# at most 1e9 (0 when there are no steps to time).
+_NS = (int, 0, INT64_MAX)
+_RATIO = (float, 0.0, 1.0)
+FIGURES = {
+    "step_count": _NS,
+    "steps_per_s": (float, 0.0, 1e9),
+    "median_step_ns": _NS,
+    "gpu_busy_ratio": _RATIO,
+    "idle_per_step_ns": _NS,
+    "gap_ns": _NS,
+    "pageable_htod_bytes": _NS,
+    "exposed_copy_ns": _NS,
+    "top_gain_ratio": _RATIO,
+    "step_wall_ns": _NS,  # each step's
+}
 
 
 @dataclass(frozen=True)
@@ -39,42 +69,184 @@ class RunMetrics:
     step_wall_ns: tuple[int, ...]
 
 
+class FigureError(ValueError):
+    """A report's JSON form that nsysprobe did not write: the message says where
+    (``steps.rows[3].wall_ns: inf; expected a whole number from 0 to ...``)."""
+
+
+def figure(field: str, value: object) -> int | float | None:
+    """``value`` as figure ``field`` of ``FIGURES`` when it has its type and lies in its
+    range (an int is a float's value too), else None."""
+    return _valid(FIGURES[field], value)
+
+
 def metrics_of(report: Report) -> RunMetrics:
     from nsysprobe.render.jsonfmt import report_dict
 
-    return metrics_from_json(report_dict(report))
+    # Lenient: a figure out of range that an analysis computed from an odd trace reads as
+    # not measured, rather than failing the analysis that made it.
+    return metrics_from_json(report_dict(report), strict=False)
 
 
-def metrics_from_json(data: dict) -> RunMetrics:
-    """Figures from a report's JSON form (``nsysprobe analyze --format json``)."""
-    steps = data.get("steps") or None
-    walls = tuple(int(r["wall_ns"]) for r in steps["rows"]) if steps else ()
-    idles = sorted(int(r["gpu_idle_ns"]) for r in steps["rows"]) if steps else []
-    devices = data.get("devices") or []
+def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
+    """Figures from a report's JSON form (``nsysprobe analyze --format json``).
+
+    Each figure is checked against ``FIGURES``: one missing, of the wrong type or out of range
+    raises FigureError naming it, or with ``strict=False`` reads as not measured (None; no
+    step times at all when one of them is bad). A section of the wrong shape always raises.
+    """
+
+    def checked(field: str, value: object, where: str):
+        got = figure(field, value)
+        if got is None and strict:
+            raise FigureError(f"{where}: {_shown(value)}; expected {_expected(FIGURES[field])}")
+        return got
+
+    def fig(field: str, section: dict | None, key: str, where: str):
+        """Figure ``field``, found at ``key`` of ``section`` (None when there is none)."""
+        return checked(field, section.get(key, _MISSING), f"{where}.{key}") if section else None
+
+    def each(rows: list[tuple[str, dict]], key: str) -> list[int] | None:
+        """Nanoseconds ``key`` of every row; None when one is bad."""
+        values = [fig("step_wall_ns", row, key, where) for where, row in rows]
+        return None if None in values else values
+
+    if not isinstance(data, dict):
+        raise FigureError(f"the top level: {_shown(data)}; expected an object")
+    steps = _section(data, "steps")
+    rows = _objects(steps, "rows", "steps.rows") if steps else []
+    walls, idles = each(rows, "wall_ns"), each(rows, "gpu_idle_ns")
+    devices = _objects(data, "devices", "devices")
+    spans, busys = each(devices, "span_ns"), each(devices, "busy_ns")
     if steps:
-        busy, basis = float(steps["gpu_busy_ratio"]), "steps"
-    elif devices and sum(d["span_ns"] for d in devices):
-        busy = sum(d["busy_ns"] for d in devices) / sum(d["span_ns"] for d in devices)
-        basis = "span"
+        busy, basis = fig("gpu_busy_ratio", steps, "gpu_busy_ratio", "steps"), "steps"
+    elif spans and busys and sum(spans):
+        ratio = sum(busys) / sum(spans)
+        busy, basis = checked("gpu_busy_ratio", ratio, "devices: busy_ns / span_ns"), "span"
     else:
         busy, basis = None, "none"
-    gaps, transfers, overlap = data.get("gaps"), data.get("transfers"), data.get("overlap")
-    recs = data.get("recommendations") or []
+    trace = _section(data, "trace")
+    recs = _objects(data, "recommendations", "recommendations")[:1]
+    top = recs[0][1] if recs else None
     return RunMetrics(
-        trace=str(data.get("trace", {}).get("path", "")),
-        step_count=int(steps["count"]) if steps else None,
-        steps_per_s=float(steps["steps_per_s"]) if steps else None,
-        median_step_ns=int(steps["median_step_ns"]) if steps else None,
+        trace=name(_text(trace.get("path", ""), "trace.path")) if trace else "",
+        step_count=fig("step_count", steps, "count", "steps"),
+        steps_per_s=fig("steps_per_s", steps, "steps_per_s", "steps"),
+        median_step_ns=fig("median_step_ns", steps, "median_step_ns", "steps"),
         gpu_busy_ratio=busy,
         busy_basis=basis,
-        idle_per_step_ns=_median_int(idles) if idles else None,
-        gap_ns=int(gaps["gap_ns"]) if gaps else None,
-        pageable_htod_bytes=int(transfers["pageable_htod_bytes"]) if transfers else None,
-        exposed_copy_ns=int(overlap["exposed_ns"]) if overlap else None,
-        top_recommendation=recs[0]["id"] if recs else None,
-        top_gain_ratio=float(recs[0]["expected_gain_ratio"]) if recs else None,
-        step_wall_ns=walls,
+        idle_per_step_ns=_median_int(sorted(idles)) if idles else None,
+        gap_ns=fig("gap_ns", _section(data, "gaps"), "gap_ns", "gaps"),
+        pageable_htod_bytes=fig(
+            "pageable_htod_bytes", _section(data, "transfers"), "pageable_htod_bytes", "transfers"
+        ),
+        exposed_copy_ns=fig("exposed_copy_ns", _section(data, "overlap"), "exposed_ns", "overlap"),
+        top_recommendation=name(_text(top.get("id"), "recommendations[0].id")) if top else None,
+        top_gain_ratio=fig("top_gain_ratio", top, "expected_gain_ratio", "recommendations[0]"),
+        step_wall_ns=tuple(walls or ()),
     )
+
+
+def parse_json(raw: bytes) -> object:
+    """JSON as nsysprobe writes it: FigureError (a ValueError) when it nests deeper than
+    ``MAX_JSON_DEPTH``, ValueError when it is not UTF-8 JSON or holds NaN or Infinity."""
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    except RecursionError:  # the parser's own bound, some 1,000 deep
+        value = None
+        too_deep = True
+    else:
+        too_deep = _deeper_than(value, MAX_JSON_DEPTH)
+    if too_deep:
+        raise FigureError(f"nested more than {MAX_JSON_DEPTH} deep, deeper than nsysprobe's JSON")
+    return value
+
+
+_MISSING = object()
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether objects and arrays nest more than ``limit`` deep in ``value`` (level by level,
+    without recursion)."""
+    level, depth = [value], 0
+    while any(isinstance(v, (dict, list)) for v in level):
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            item
+            for v in level
+            if isinstance(v, (dict, list))
+            for item in (v.values() if isinstance(v, dict) else v)
+        ]
+    return False
+
+
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _valid(spec: tuple, value: object) -> int | float | None:
+    kind, lo, hi = spec
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if kind is int and not isinstance(value, int):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if not lo <= value <= hi:
+        return None
+    return float(value) if kind is float else value
+
+
+def _expected(spec: tuple) -> str:
+    kind, lo, hi = spec
+    return f"a whole number from {lo} to {hi}" if kind is int else f"a number from {lo:g} to {hi:g}"
+
+
+def _shown(value: object) -> str:
+    """``value`` in a message, short whatever it is."""
+    if value is _MISSING:
+        return "missing"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, str):
+        return name(json.dumps(value[:40]), 40)
+    return name(json.dumps(value) if isinstance(value, bool) or value is None else repr(value), 40)
+
+
+def _section(data: dict, key: str) -> dict | None:
+    """``data[key]``: an object, or None when it is missing, null or empty."""
+    value = data.get(key)
+    if not value:
+        return None
+    if not isinstance(value, dict):
+        raise FigureError(f"{key}: {_shown(value)}; expected an object")
+    return value
+
+
+def _objects(data: dict, key: str, where: str) -> list[tuple[str, dict]]:
+    """The objects of the list ``data[key]`` (none when it is missing or null), each with
+    where it is."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):  # a tuple: a Report's own form
+        raise FigureError(f"{where}: {_shown(value)}; expected an array")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise FigureError(f"{where}[{i}]: {_shown(item)}; expected an object")
+        out.append((f"{where}[{i}]", item))
+    return out
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise FigureError(f"{where}: {_shown(value)}; expected a string")
+    return value
 
 
 def _median_int(sorted_values: list[int]) -> int:

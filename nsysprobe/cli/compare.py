@@ -14,6 +14,7 @@ from nsysprobe.compare import check_percentage, compare_runs, gate, load_run, pa
 from nsysprobe.progress import Progress
 from nsysprobe.render.comparison import RENDERERS
 from nsysprobe.report import check_min_gap_ms
+from nsysprobe.safetext import name
 
 
 @click.command()
@@ -93,7 +94,7 @@ def compare(
     loaded = []
     with progress.task("loading runs"):
         for spec in runs:
-            progress(f"loading {spec}")
+            progress(f"loading {name(spec)}")
             loaded.append(load_run(spec, history_path=history_path, analyze_options=options))
     comparison = compare_runs(loaded)
     if fail_if_slower is not None or conditions:

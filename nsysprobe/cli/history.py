@@ -13,9 +13,19 @@ from nsysprobe.cli import echo
 from nsysprobe.render.sections import pct
 from nsysprobe.safetext import one_line
 
+# More rows than anybody reads, and within SQLite's LIMIT (a 64-bit integer).
+MAX_LIMIT = 1_000_000
+
 
 @click.command()
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(1, MAX_LIMIT),
+    default=20,
+    show_default=True,
+    help="How many of the newest runs to list.",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -31,7 +41,8 @@ def history(limit: int, fmt: str, history_path: Path | None) -> None:
     """List the recorded runs, newest first; `nsysprobe compare` takes their ids.
 
     Every `nsysprobe analyze` and `nsysprobe run` records its command, paths and headline
-    figures unless given --no-history.
+    figures unless given --no-history. Long names and commands are cut, control characters
+    escaped.
     """
     path = history_path or history_db.default_path()
     entries = history_db.entries(path, limit=limit)

@@ -152,7 +152,9 @@ def comparison_dict(comparison: Comparison) -> dict:
 
 
 def render_comparison_json(comparison: Comparison) -> str:
-    return json.dumps(comparison_dict(comparison), indent=2, ensure_ascii=False) + "\n"
+    # Every figure is finite (compare checks what it reads): NaN would not be JSON.
+    text = json.dumps(comparison_dict(comparison), indent=2, ensure_ascii=False, allow_nan=False)
+    return text + "\n"
 
 
 RENDERERS = {
