@@ -39,19 +39,29 @@ def scrub(export: str, output: str, force: bool, fmt: str) -> None:
     \b
     - timestamps, ids, sizes and kinds, as they are;
     - kernel, CUDA API, OS-call, thread, process, GPU and NVTX names, enum labels and the
-      nsys version, with secrets (HF_TOKEN=..., --api-key ..., Bearer ..., hf_/ghp_/sk-/AKIA
-      keys, long random strings), absolute paths, e-mail addresses, URLs and host names
-      replaced by <secret>, <path>, <address>, <url>, <host>.
+      nsys version, with secrets (the value after a name such as password, HF_TOKEN or
+      api_key and any separator: =, :, :=, =>, quotes, brackets or a new line; the
+      password flags of common tools such as sshpass -p; Bearer ...; hf_/ghp_/sk-/AKIA
+      keys; long random strings), absolute paths, e-mail addresses, URLs and host names
+      replaced by placeholders such as <secret:kqzvwmbtxyaq> or <path:...>.
+
+    A placeholder carries a keyed hash of what it replaced (a new random key each run, so
+    nothing can be guessed back from it): names that were equal stay equal, names that
+    differed stay different, and NVTX ranges group by their numbers as before.
 
     Everything else stays behind: other tables and columns, metadata and diagnostics the
-    analyses do not read, strings no kept row names, views, triggers and indexes.
-    `nsysprobe analyze` gives the same figures on the copy as on EXPORT. Names you chose
-    yourself (NVTX ranges, threads) are kept: a secret in them is caught only in the forms
-    above, so look at them before sharing.
+    analyses do not read, strings no kept row names, views, virtual tables, triggers and
+    indexes. `nsysprobe analyze` gives the same figures on the copy as on EXPORT (names
+    holding placeholders aside). Names you chose yourself (NVTX ranges, threads) are kept: a
+    secret in them is caught only in the forms above, so look at them before sharing.
 
-    EXPORT is only read. The copy is built in a private folder beside OUTPUT and gets its name
-    when complete; a run killed outright (SIGKILL) may leave that hidden folder behind, holding
-    part of the scrubbed copy and nothing else.
+    EXPORT is only read, as analyze reads it (a WAL export with a pending -wal file from a
+    private copy: nothing appears beside it), and neither it nor its -wal, -shm or -journal
+    file can be OUTPUT. The copy is built in a private folder beside OUTPUT and gets its name
+    when complete; a run killed outright (SIGKILL) may leave that hidden folder behind,
+    holding part of the scrubbed copy and nothing else. A full disk, the file size limit
+    (ulimit -f) or the copy's growth limit (twice EXPORT's size, plus what placeholders add
+    to its text) ends the run with a one-line error saying which.
 
     \b
     Examples:

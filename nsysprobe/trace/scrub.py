@@ -13,24 +13,38 @@ allow-list:
 - integers and reals are copied as they are; ``StringIds`` rows are copied only when a kept
   column names them (kernel, API, OS-call and thread names); other text only where the
   analyses show or match it (NVTX names, GPU names, enum labels, the nsys version), and all
-  kept text goes through :func:`scrub_text`, which replaces secrets (``token=...``,
-  ``Bearer ...``, known key formats, long random strings), local paths, e-mail addresses,
-  URLs and host names, and leaves names such as ``aten::add``, ``Batch 12`` or
-  ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` as they are;
-- rows keep their rowids and values their types, so every analysis gives the same figures on
-  the copy as on the original.
+  kept text goes through :func:`scrub_text`, which replaces secrets (the value after a name
+  such as ``password``/``HF_TOKEN``/``api_key`` and any separator, ``Bearer ...``, the
+  password flags of common tools, known key formats, long random strings), local paths,
+  e-mail addresses, URLs and host names, and leaves names such as ``aten::add``,
+  ``Batch 12`` or ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` as they are;
+- rows keep their rowids and values their types, and each replaced part becomes a
+  placeholder carrying a keyed hash of it (``<path:kqzvwmbtxyaq>``), so names that were equal
+  stay equal, names that were different stay different, and names grouped by their range
+  pattern (digits masked) group as before: every analysis gives the same figures on the copy
+  as on the original.
 
-The export is only read (``mode=ro``), so none of its triggers can fire. The copy is built in a
-private folder beside the output (``nsysprobe.writer.scratch_dir``) and holds only scrubbed
-content at every moment; it is linked into place when complete (``publish``), so a run that is
-killed leaves no unscrubbed byte behind and two runs never both write one file. SQLite keeps no
-journal and its temporary table in memory, text values are limited to 16 MiB and the copy to
-twice the export's size: a crafted export cannot make scrub write gigabytes.
+The export is read as the reader reads it (``Trace``: the tables SQLite calls plain tables,
+never a view or a virtual table; a WAL export with a pending ``-wal`` from a private copy, so
+nothing appears beside it), through a read-only attachment, so none of its triggers can fire,
+and within a work budget (``_OPS_PER_BYTE``). The copy is built in a private folder beside the
+output (``nsysprobe.writer.scratch_dir``) and holds only scrubbed content at every moment; it
+is linked into place when complete (``publish``), so a run that is killed leaves no
+unscrubbed byte behind and two runs never both write one file. SQLite keeps no journal and its
+temporary table in memory within a page limit; text values are limited to 16 MiB, and the
+copy to twice the export's size plus the text's growth by placeholders (at most
+``MAX_TEXT_GROWTH`` times the export's size): a crafted export cannot make scrub write
+gigabytes. A full disk, the file size limit (``ulimit -f``) and the growth limit are each a
+one-line error that says which one it was.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import hashlib
+import hmac
+import io
 import os
 import re
 import signal
@@ -43,29 +57,49 @@ from pathlib import Path
 
 from nsysprobe.errors import InputError, TraceError
 from nsysprobe.trace import schema
-from nsysprobe.trace.reader import Trace
+from nsysprobe.trace.reader import Trace, table_kinds
 from nsysprobe.writer import check_output, publish, scratch_dir
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
 
 SCHEMA_VERSION = 1
 
-SECRET = "<secret>"
-LOCAL_PATH = "<path>"
-ADDRESS = "<address>"
-URL = "<url>"
-HOST = "<host>"
+# What each kind of replaced text becomes: ``<kind:hash>`` (see ``_Scrubber``).
+SECRET = "secret"
+LOCAL_PATH = "path"
+ADDRESS = "address"
+URL = "url"
+HOST = "host"
+# A placeholder: the kind, 12 lowercase letters (a keyed hash of the replaced text with its
+# digits masked) and, when it held digits, 12 digits (a keyed hash of the text as it was).
+PLACEHOLDER = re.compile(r"<(secret|path|address|url|host):[a-z]{12}(?:[0-9]{12})?>")
 
 # The longest text value copied; nsys writes none near it (long C++ kernel names are KiBs).
 MAX_TEXT_BYTES = 16 << 20
-# The copy may not grow past this multiple of the export's size (plus some room).
+# The copy may not grow past this multiple of the export's size (plus some room) ...
 MAX_GROWTH = 2
+# ... plus what placeholders add to the text they replace, at most this multiple of it.
+MAX_TEXT_GROWTH = 8
 _ROOM_BYTES = 16 << 20
-# Values scrubbed once and remembered: NVTX names repeat across millions of rows.
-_CACHED_TEXT_BYTES = 256
-_HEADER_BYTES = 20
+# SQLite's limit on one value read or written: a text scrubbed may grow by this much.
+_MAX_VALUE_BYTES = MAX_TEXT_BYTES + (1 << 20)
 _PAGE_BYTES = 4096
+# Free space under which a write that failed is put down to a full disk.
+_FULL_DISK_BYTES = 1 << 20
 # Rows copied by one statement (signals wait at most that long), and at most this many blocks.
 _BLOCK_ROWS = 1 << 18
 _MAX_BLOCKS = 256
+# The work budget, as the reader's: SQLite VM steps per byte of the export (a scrub takes
+# about 2), at least _MIN_OPS, checked every _OPS_PER_CHECK steps.
+_OPS_PER_BYTE = 100
+_MIN_OPS = 1 << 30
+_OPS_PER_CHECK = 1 << 16
+# Tables whose ``value`` holds the nsys version, kept as it is when it is a version number.
+_VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*(?:-[0-9A-Za-z.]+)?")
 _DEFERRED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
@@ -86,30 +120,45 @@ class ScrubResult:
 def scrub(source: str | Path, output: str | Path, *, force: bool = False) -> ScrubResult:
     """Write to ``output`` a copy of the export ``source`` holding only what the analyses
     read, its text scrubbed. ``source`` is never written; ``output`` is replaced only with
-    ``force``, and never when it is ``source``, a folder, a FIFO, a device or a link."""
+    ``force``, and never when it is ``source`` (or its ``-wal``, ``-shm`` or ``-journal``
+    file), a folder, a FIFO, a device or a link."""
     source, output = Path(source), Path(output)
-    Trace(source).close()  # the same checks and one-line errors as analyze (a FIFO included)
-    check_output(output, force=force, inputs=[source], option="-o")
-    with scratch_dir(output) as scratch:
-        tmp = scratch / "scrubbed.sqlite"
-        copy = _Copy(source, tmp, output)
-        try:
-            counts = copy.run()
-        finally:
-            copy.close()
-        _sync(tmp, output)
-        publish(tmp, output, force=force, inputs=[source], option="-o")
+    inputs = [source]  # its -wal, -shm and -journal files too (``nsysprobe.writer``)
+    # The same checks and one-line errors as analyze (a FIFO included), and the same reading:
+    # the copy attaches the URI the reader reads through, while the trace is open.
+    with Trace(source) as trace:
+        check_output(output, force=force, inputs=inputs, option="-o")
+        with scratch_dir(output) as scratch:
+            tmp = scratch / "scrubbed.sqlite"
+            copy = _Copy(trace, tmp, output)
+            try:
+                counts = copy.run()
+            finally:
+                copy.close()
+            _sync(tmp, output)
+            publish(tmp, output, force=force, inputs=inputs, option="-o")
     return ScrubResult(output, **counts)
+
+
+class _TextTooLong(Exception):
+    """Raised inside ``nsysprobe_text``: scrubbing lengthened the text past its limit."""
 
 
 class _Copy:
     """One scrub: the new database with the export attached read-only as ``src``."""
 
-    def __init__(self, source: Path, tmp: Path, output: Path):
-        self.source, self.tmp, self.output = source, tmp, output
+    def __init__(self, trace: Trace, tmp: Path, output: Path):
+        self.source, self.uri, self.tmp, self.output = trace.path, trace.uri, tmp, output
         self.scrubbed = 0
-        size = sum(_size(p) for p in (source, Path(f"{source}-wal")))
-        self.limit_bytes = MAX_GROWTH * size + _ROOM_BYTES
+        self.scrubber = _Scrubber(os.urandom(32))  # a key per scrub: nothing to brute-force
+        size = sum(_size(p) for p in (self.source, Path(f"{self.source}-wal")))
+        self.text_growth_limit = MAX_TEXT_GROWTH * size + _ROOM_BYTES
+        self.max_pages = (MAX_GROWTH * size + _ROOM_BYTES + self.text_growth_limit) // _PAGE_BYTES
+        self.text_growth = 0  # bytes the placeholders added so far
+        self.too_long: str | None = None  # why nsysprobe_text stopped the copy
+        self.ops = max(_MIN_OPS, _OPS_PER_BYTE * size)
+        self._checks_left = self.ops // _OPS_PER_CHECK
+        self.spent = False
         try:
             self.db = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
         except sqlite3.Error as exc:
@@ -120,9 +169,11 @@ class _Copy:
     def _open(self) -> None:
         """Set the limits and pragmas of the new database and attach the export read-only."""
         if hasattr(self.db, "setlimit"):  # Python 3.11+
-            self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_TEXT_BYTES + (1 << 20))
+            self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
             self.db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 1)
+        self.db.set_progress_handler(self._budget, _OPS_PER_CHECK)
         self.db.create_function("nsysprobe_text", 2, self._text, deterministic=True)
+        self.db.create_function("nsysprobe_version", 2, self._version, deterministic=True)
         self.db.create_function("nsysprobe_key", 2, self._key, deterministic=True)
         # An export attaches only to a database of its text encoding (nsys writes UTF-8).
         encoding = _encoding(self.source)
@@ -132,15 +183,14 @@ class _Copy:
             f"page_size = {_PAGE_BYTES}",
             "journal_mode = OFF",  # nothing to roll back: a failed copy is thrown away
             "synchronous = OFF",  # the finished file is synced once, before it is published
-            "temp_store = MEMORY",
+            "temp_store = MEMORY",  # no temporary file; the one temporary table is bounded:
+            f"temp.max_page_count = {self.max_pages}",
             "cache_size = -16384",
             "trusted_schema = OFF",  # the export's schema may not call our functions
-            f"max_page_count = {self.limit_bytes // _PAGE_BYTES}",
+            f"max_page_count = {self.max_pages}",
         ):
             self._sql(lambda p=pragma: self.db.execute(f"PRAGMA {p}"))
-        self._sql(
-            lambda: self.db.execute("ATTACH DATABASE ? AS src", (_read_only_uri(self.source),))
-        )
+        self._sql(lambda: self.db.execute("ATTACH DATABASE ? AS src", (self.uri,)))
 
     def close(self) -> None:
         self.db.close()
@@ -148,19 +198,17 @@ class _Copy:
     def run(self) -> dict:
         self._open()
         objects = self._sql(
-            lambda: self.db.execute("SELECT type, name, sql FROM src.sqlite_master").fetchall()
+            lambda: self.db.execute("SELECT type, name FROM src.sqlite_master").fetchall()
         )
-        tables = {
-            name: sql or ""
-            for kind, name, sql in objects
-            if kind == "table" and not name.startswith("sqlite_")
-        }
-        other = sum(1 for kind, name, _ in objects if kind != "table")
+        # Plain tables only, as SQLite (not the schema's text) says, and as the reader reads.
+        kinds = self._sql(lambda: table_kinds(self.db, "src"))
+        tables = {name for name, kind in kinds.items() if kind == "table"}
+        exported = {name for kind, name in objects if kind == "table"}
+        exported = {name for name in exported if not name.lower().startswith("sqlite_")}
+        other = sum(1 for kind, _ in objects if kind != "table")
         kept, columns_dropped, rows_dropped = [], 0, 0
         for name, table in schema.TABLES.items():
             if name == schema.STRING_TABLE or name not in tables:
-                continue
-            if tables[name].lstrip().upper().startswith("CREATE VIRTUAL"):
                 continue
             copied = self._copy(name, table)
             if copied is None:
@@ -177,7 +225,7 @@ class _Copy:
                 strings_dropped = copied[1]
         return {
             "tables_kept": tuple(kept),
-            "tables_dropped": len(tables) - len(kept),
+            "tables_dropped": len(exported) - len(kept),
             "objects_dropped": other,
             "columns_dropped": columns_dropped,
             "rows_dropped": rows_dropped,
@@ -223,6 +271,8 @@ class _Copy:
                 exprs[col] = f"CASE WHEN {named} THEN {_number(col)} END"
             elif col in table.keys:
                 exprs[col] = _text(col, "nsysprobe_key")
+            elif name in _VERSION_TABLES and col == "value":
+                exprs[col] = f"CASE WHEN {named} THEN {_text(col, 'nsysprobe_version')} END"
             else:
                 exprs[col] = f"CASE WHEN {named} THEN {_text(col)} END"
         where = _condition(table.rows, present) if table.rows else "1"
@@ -305,6 +355,15 @@ class _Copy:
             self._sql(lambda: self.db.execute(f"SELECT count(*) FROM {qualified}")).fetchone()[0]
         )
 
+    def _budget(self) -> int:
+        """SQLite's progress handler: stop once the copy has run more VM steps than an export
+        of its size needs (``_OPS_PER_BYTE``)."""
+        self._checks_left -= 1
+        if self._checks_left < 0:
+            self.spent = True
+            return 1  # SQLite stops the statement: "interrupted"
+        return 0
+
     # -- values ---------------------------------------------------------------------------
 
     def _text(self, value, is_text: int):
@@ -312,10 +371,34 @@ class _Copy:
         if not isinstance(value, bytes):
             return value
         text = self._decoded(value, is_text)
-        clean = _scrub_cached(text) if len(value) <= _CACHED_TEXT_BYTES else scrub_text(text)
+        try:
+            clean = self.scrubber(text, max_chars=_MAX_VALUE_BYTES)
+        except _TooLong:
+            self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
+            raise _TextTooLong from None
         if clean != text:
             self.scrubbed += 1
+            grown = len(clean.encode(self.codec, errors="surrogatepass")) - len(value)
+            self.text_growth += max(0, grown)
+            if self.text_growth > self.text_growth_limit:
+                self.too_long = (
+                    f"its scrubbed text would be more than {_mib(self.text_growth_limit)} "
+                    f"longer than the original ({MAX_TEXT_GROWTH}x the export's size)"
+                )
+                raise _TextTooLong
+            if len(value) + grown > _MAX_VALUE_BYTES:
+                self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
+                raise _TextTooLong
         return clean
+
+    def _version(self, value, is_text: int):
+        """SQL ``nsysprobe_version``: the nsys version as it is when it is a version number
+        (``2025.3.2.0`` is not an IPv4 address), else scrubbed as other text."""
+        if isinstance(value, bytes) and is_text:
+            text = self._decoded(value, is_text)
+            if _VERSION.fullmatch(text):
+                return text
+        return self._text(value, is_text)
 
     def _key(self, value, is_text: int):
         """SQL ``nsysprobe_key``: the part after the last ``:`` of a capture option's name."""
@@ -342,8 +425,18 @@ class _Copy:
             raise self._failed(exc, table) from None
 
     def _failed(self, exc: sqlite3.Error, table: str | None) -> Exception:
+        # Nothing here asks the new database anything: after a failed write with no journal
+        # it may be malformed, and it is thrown away.
         name = getattr(exc, "sqlite_errorname", "")  # Python 3.11+
         text = str(exc)
+        if self.too_long is not None:
+            return self._too_large(self.too_long)
+        if self.spent:
+            return TraceError(
+                f"{self.source}: scrubbing it took more than {self.ops:.3g} SQLite steps, far "
+                f"more than an export of its size needs; the file is damaged or built to hang "
+                f"readers: re-export the report with `nsys export --type sqlite`"
+            )
         if name == "SQLITE_TOOBIG" or "too big" in text:
             return InputError(
                 f"{self.source}: {table or 'a table'} holds a text longer than "
@@ -353,7 +446,7 @@ class _Copy:
         if name == "SQLITE_FULL" or "full" in text:
             return self._full()
         if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
-            return InputError(
+            return self._write_failed() or InputError(
                 f"-o {self.output}: cannot write it ({text}); check the disk's free space and "
                 f"the file size limit (ulimit -f), or write to another disk"
             )
@@ -369,18 +462,35 @@ class _Copy:
         )
 
     def _full(self) -> InputError:
-        pages = self.db.execute("PRAGMA main.page_count").fetchone()[0]
-        limit = self.db.execute("PRAGMA main.max_page_count").fetchone()[0]
-        if pages + 1 >= limit:
-            return InputError(
-                f"{self.source}: its scrubbed copy would be larger than "
-                f"{self.limit_bytes >> 20} MiB, {MAX_GROWTH}x the export; the export is "
-                f"damaged or crafted: re-export the report with `nsys export --type sqlite`"
-            )
-        return InputError(
-            f"-o {self.output}: cannot write it (no space left on the device); free some space "
-            f"or write to another disk"
+        """SQLite's "database or disk is full": the file size limit, the disk, or else the
+        growth limit (``max_page_count``)."""
+        return self._write_failed() or self._too_large(
+            f"its scrubbed copy would be larger than {_mib(self.max_pages * _PAGE_BYTES)} "
+            f"({MAX_GROWTH}x the export's size, plus up to {MAX_TEXT_GROWTH}x for the "
+            f"placeholders in its text)"
         )
+
+    def _too_large(self, what: str) -> InputError:
+        return InputError(
+            f"{self.source}: {what}, which no export of its size needs; the export is damaged "
+            f"or crafted: re-export the report with `nsys export --type sqlite`"
+        )
+
+    def _write_failed(self) -> InputError | None:
+        """The error of a write stopped by the file size limit or a full disk, if it was."""
+        size = _size(self.tmp)
+        limit = _file_size_limit()
+        if limit is not None and size + (64 << 10) >= limit:
+            return InputError(
+                f"-o {self.output}: cannot write it (the file size limit, ulimit -f, is "
+                f"{limit:,} bytes); raise the limit or write a smaller report"
+            )
+        if _free_bytes(self.tmp.parent) < _FULL_DISK_BYTES:
+            return InputError(
+                f"-o {self.output}: cannot write it (no space left on the device); free some "
+                f"space or write to another disk"
+            )
+        return None
 
 
 @contextmanager
@@ -415,10 +525,11 @@ def _sync(path: Path, output: Path) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise InputError(
-            f"-o {output}: cannot write it ({exc.strerror or exc}); free some space or write "
-            f"to another disk"
-        ) from None
+        if exc.errno == errno.EFBIG:
+            fix = "raise the file size limit (ulimit -f) or write a smaller report"
+        else:
+            fix = "free some space or write to another disk"
+        raise InputError(f"-o {output}: cannot write it ({exc.strerror or exc}); {fix}") from None
 
 
 _CODECS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
@@ -435,25 +546,31 @@ def _encoding(path: Path) -> str:
     return {2: "UTF-16le", 3: "UTF-16be"}.get(code, "UTF-8")
 
 
-def _read_only_uri(path: Path) -> str:
-    """The export's URI, read-only; ``immutable`` for a WAL export with no ``-wal`` file (as
-    the reader opens it: a read-only reader would otherwise create ``-shm`` beside it)."""
-    uri = path.resolve().as_uri() + "?mode=ro"
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(_HEADER_BYTES)
-    except OSError:
-        return uri
-    if head[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists():
-        uri += "&immutable=1"
-    return uri
-
-
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.1f} MiB"
+
+
+def _file_size_limit() -> int | None:
+    """The largest file this process may write (``ulimit -f``), None when unlimited."""
+    if resource is None:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return 1 << 62
+    return st.f_bavail * st.f_frsize
 
 
 def _ident(name: str) -> str:
@@ -484,146 +601,389 @@ def _condition(rows: schema.Rows | None, present: list[str]) -> str:
 
 # -- text ---------------------------------------------------------------------------------
 
-# Every pattern below starts only where a run of its characters starts (a lookbehind) or at
-# a fixed text, so scrubbing is linear in the text's length: a crafted 16 MiB name costs a
-# second, not hours of backtracking. Each pass runs only when the text holds what it needs.
+# How scrubbing keeps the figures. The analyses tell names apart by equality and group NVTX
+# ranges by their pattern (``range_pattern``: each run of digits becomes ``#``). So what is
+# replaced is decided on the text's pattern alone (``Batch 3 /data/ab.jpg`` and
+# ``Batch 4 /data/cd.jpg`` alike), never on its digits, and each replaced part becomes
+# ``<kind:letters>``, the letters a keyed hash (HMAC, a key per scrub) of the part's pattern,
+# which a pattern keeps as it is; a part that held digits (or ``#``) gets 12 digits more, a
+# keyed hash of the part as it was, which a pattern masks as its own digits. Two names then
+# have equal patterns after scrubbing exactly when they had before, and are equal exactly when
+# they were, up to hash collisions (2^-56 a pair of patterns, 2^-40 a pair of texts of one
+# pattern).
+#
+# So every rule below reads the pattern: digits are ``#`` there (a ``#`` of the text too,
+# which ``range_pattern`` cannot tell from a digit either). Every rule starts only where a run
+# of its characters starts (a lookbehind) or at a fixed text, so scrubbing is linear in the
+# text's length: a crafted 16 MiB name costs seconds, not hours of backtracking. Each rule
+# runs only when the text holds what it needs.
 
-# Names of settings whose value is a secret: HF_TOKEN, --hf-token, WANDB_API_KEY, api_key,
-# aws_secret_access_key, password, Authorization, session_id, ...
-_SECRET_NAME = re.compile(
-    r"token(?:s)?(?:$|[_.-])|secret|passw(?:or)?d|passphrase|(?:^|[_.-])pass(?:$|[_.-])|pwd"
-    r"|auth|credential|cookie|signature|session[_.-]?(?:id|key)|(?:^|[_.-]|api|private)keys?"
-    r"(?:$|[_.-])",
-    re.IGNORECASE,
+# A run of digits as ``range_pattern`` masks it, or a ``#``.
+_RUN = re.compile(r"\d+|#")
+_HASH = re.compile("#")
+_CACHED_CHARS = 1024
+_LETTERS = 12
+_DIGITS = 12
+
+# Settings whose value is a secret, by the words of their name: HF_TOKEN, --hf-token,
+# WANDB_API_KEY, AccountKey, api_key, aws_secret_access_key, PGPASSWORD, Authorization,
+# session_id. A name of the password family takes its value after any separator, whitespace
+# alone included (``password\n  hunter2``); the others after ``=``, ``:``, ``:=``, ``=>`` or
+# ``->``, or whitespace when the name is a flag (``--api-key KEY``). ``max_tokens``,
+# ``key_padding_mask`` or ``tokenizer`` are not such names.
+_SECRET_STEMS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "sig", "sess")
+_PASSWORD_STEMS = ("passw", "passphrase")
+_SECRET_WORDS = frozenset(
+    "pass pwd token auth authorization oauth credential credentials creds cookie cookies "
+    "signature sig apikey accesskey privatekey secretkey accountkey sessionid sessionkey "
+    "sessiontoken".split()
 )
-_SECRET_WORDS = (
-    "token", "secret", "pass", "pwd", "auth", "credential", "cookie", "signature", "session",
-    "key",
-)  # fmt: skip
-# Values of such settings that are not secrets: counts, flags, nothing.
-_HARMLESS = re.compile(r"\d{1,6}(?:\.\d+)?|true|false|yes|no|none|null|on|off|<\w+>|", re.I)
-_VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'<>()\[\]{}]+)"
-# name=value, name: value, "name": "value", --name=value (not C++ ``::``)
-_ASSIGNMENT = re.compile(
-    r"(?<![\w.-])(?P<name>-*[A-Za-z_][\w.-]*)"
-    r"(?P<sep>[\"']?[ \t]*(?:=|(?<!:):(?!:))[ \t]*)(?P<value>" + _VALUE + ")"
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+_KINDS = "secret|path|address|url|host"
+# A name: not one inside a placeholder (``<path:kqzvwmbtxyaq>``).
+_NAME = re.compile(
+    r"(?<![\w#$.<-])"
+    + "".join(f"(?<!<{kind}:)" for kind in _KINDS.split("|"))
+    + r"[-$]*[A-Za-z_][\w#.$-]*"
 )
-# --name value
-_FLAG = re.compile(
-    r"(?<![\w-])(?P<name>--?[A-Za-z][\w.-]*)(?P<sep>[ \t]+)(?P<value>(?!-)" + _VALUE + ")"
+# After a name: any separator, then the value: quoted, or one token of any characters but
+# whitespace and delimiters, up to a placeholder.
+_SEPARATOR_VALUE = re.compile(
+    r"(?P<sep>[\"'`]?[\s\[\](){}]{0,64}(?:(?P<op>=>|:=|=|:(?!:)|->)[\s\[\](){}]{0,64})?)"
+    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'"
+    rf"|[\"'`]?(?:(?!<(?:{_KINDS}):)[^\s,;&|()\[\]{{}}])+)"
+)
+# Values of such settings that are not secrets.
+_HARMLESS = re.compile(r"true|false|yes|no|none|null|nil|on|off|", re.I)
+
+# Password flags of common tools (``sshpass -p PASS``, ``mysql -pPASS``, ``curl -u
+# user:pass``), within the command that names the tool: ``-p`` means a port or a path to
+# most other programs. Long flags (``--password``) are names as above.
+_TOOL_FLAGS = {
+    **dict.fromkeys(
+        "sshpass mysql mysqldump mysqladmin mysqlimport mysqlshow mariadb mariadb-dump "
+        "mongo mongosh mongodump mongorestore mongoexport mongoimport #z #za rar unrar "
+        "login".split(),  # docker/podman/helm login -p
+        "p",
+    ),
+    **dict.fromkeys("sqlcmd bcp ipmitool zip unzip".split(), "P"),
+    **dict.fromkeys("ldapsearch ldapadd ldapmodify ldapdelete ldappasswd ldapwhoami".split(), "w"),
+    "redis-cli": "a",
+    "smbclient": "U",
+    "curl": "u",
+    "openssl": "k",
+}
+_TOOL = re.compile(
+    r"(?<![\w#.-])(?P<tool>"
+    + "|".join(re.escape(t) for t in sorted(_TOOL_FLAGS, key=len, reverse=True))
+    + r")(?![\w#.-])"
+)
+_COMMAND_END = re.compile(r"[;&|\n]")
+_SHORT_FLAG = re.compile(
+    r"(?<!\S)-(?P<flag>[A-Za-z])(?:\s{1,16}|=)?"
+    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|(?![-<])[^\s\"'`;&|<>]+)"
 )
 _AUTH = re.compile(
-    r"\b(?P<scheme>bearer|basic|token)(?P<sep>[ \t]+)(?P<value>[\w.~+/-]{8,}=*)", re.I
+    r"\b(?P<scheme>bearer|basic|token)(?P<sep>\s{1,16})(?P<value>[\w#.~+/-]+=*)", re.I
 )
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY-----.*?(?:-----END[A-Z ]{0,40}PRIVATE KEY-----|\Z)",
     re.S,
 )
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s\"'<>]*")
-_ADDRESS = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?![\w-])")
-# Token formats of common services.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z#+.-]{0,30}://[^\s\"'<>]*")
+_ADDRESS = re.compile(r"(?<![\w#.+-])[\w#.+-]+@[A-Za-z#-]+(?:\.[A-Za-z#-]+)*(?![\w#-])")
+# Token formats of common services (digits are ``#``, so lengths are at least these).
 _KNOWN_PREFIX = re.compile(
     r"hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox|AKIA|ASIA|AIza|npm_|pypi-|eyJ"
 )
 _KNOWN_TOKEN = re.compile(
-    r"(?<![\w-])(?:hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}"
-    r"|glpat-[\w-]{16,}|sk-(?:ant-|proj-)?[\w-]{16,}|xox[abposr]-[\w-]{8,}"
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[\w-]{30,}|npm_[A-Za-z0-9]{30,}|pypi-[\w-]{40,}"
-    r"|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,})(?![\w-])"
+    r"(?<![\w#-])(?:hf_[A-Za-z#]{12,}|gh[pousr]_[A-Za-z#]{4,}|github_pat_[\w#]{8,}"
+    r"|glpat-[\w#-]{8,}|sk-(?:ant-|proj-)?[\w#-]{12,}|xox[abposr]-[\w#-]{6,}"
+    r"|(?:AKIA|ASIA)[A-Z#]{4,16}|AIza[\w#-]{16,}|npm_[A-Za-z#]{12,}|pypi-[\w#-]{16,}"
+    r"|eyJ[\w#-]{4,}\.[\w#-]{4,}\.[\w#-]{4,})(?![\w#-])"
 )
-_LONG_RUN = re.compile(r"[A-Za-z0-9+/]{32}")
-_HEX = re.compile(r"(?<![\w-])[0-9a-fA-F]{32,}(?![\w-])")
+_LONG_RUN = re.compile(r"[A-Za-z#+/]{12}")
+# Hex strings (a 32-digit one has about 20 characters once its digits are masked).
+_HEX = re.compile(r"(?<![\w#-])[#a-fA-F]{12,}(?![\w#-])")
 # Long random-looking strings (checked by ``_looks_random``): AWS secret keys and the like.
-_RANDOM = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/]{32,}={0,2}(?![\w+/=-])")
-_WORD = re.compile(r"[A-Z]?[a-z]{3,}")
-_WINDOWS_PATH = re.compile(r"(?<!\w)[A-Za-z]:[\\/][^\s\"'<>|*?,;]*|\\\\[^\s\\\"'<>]+\\[^\s\"'<>]*")
+_RANDOM = re.compile(r"(?<![\w#+/=-])[A-Za-z#+/]{28,}={0,2}(?![\w#+/=-])")
+_IN_WORDS = re.compile(r"[A-Z]?[a-z]{3,}")
+_WINDOWS_PATH = re.compile(
+    r"(?<![\w#])[A-Za-z]:[\\/][^\s\"'<>|*?,;]*|\\\\[^\s\\\"'<>]+\\[^\s\"'<>]*"
+)
 _PATH_PART = r"[^\s/\"'<>|:;,()\[\]{}=*?\\]"
 _POSIX_PATH = re.compile(
-    rf"(?<![\w.~/\\-])/{_PATH_PART}+(?:/{_PATH_PART}*)*"
-    rf"|(?<![\w.])~[\w.-]*/{_PATH_PART}*(?:/{_PATH_PART}*)*"
+    rf"(?<![\w#.~/\\-])/{_PATH_PART}+(?:/{_PATH_PART}*)*"
+    rf"|(?<![\w#.])~[\w#.-]*/{_PATH_PART}*(?:/{_PATH_PART}*)*"
 )
 _TLDS = (
     "com|net|org|io|ai|edu|gov|local|localdomain|lan|internal|intranet|corp|cluster|cloud"
     "|uk|de|fr|cn|jp|eu|ch"
 )
-_HAS_TLD = re.compile(rf"\.(?:{_TLDS})(?![\w.-])", re.I)
+_HAS_TLD = re.compile(rf"\.(?:{_TLDS})(?![\w#.-])", re.I)
 _HOST = re.compile(
-    rf"(?<![\w.-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{_TLDS})(?![\w.-])",
+    rf"(?<![\w#.-])(?:[A-Za-z#](?:[A-Za-z#-]{{0,61}}[A-Za-z#])?\.)+(?:{_TLDS})(?![\w#.-])",
     re.I,
 )
-_HAS_IPV4 = re.compile(r"\d\.\d{1,3}\.\d")
-_IPV4 = re.compile(
-    r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])"
-)
+# An IPv4 address, its numbers masked (``10.1.2.3:29500``); ``2025.3.1.90-...`` is a version.
+_IPV4 = re.compile(r"(?<![\w#.])#\.#\.#\.#(?![\w#.-])")
 
 
-def _secret_value(match: re.Match) -> str:
-    name = match["name"].lstrip("-")
-    value = match["value"].strip("\"'")
-    if not _SECRET_NAME.search(name) or _HARMLESS.fullmatch(value):
-        return match[0]
-    return f"{match['name']}{match['sep']}{SECRET}"
+@functools.lru_cache(maxsize=1 << 12)
+def _secret_name(name: str) -> int:
+    """2 for a name of the password family, 1 for another secret's name, else 0."""
+    lower = name.lower()
+    if not any(stem in lower for stem in _SECRET_STEMS):
+        return 0
+    words = [w.lower() for w in _WORD.findall(name)]
+    if any(stem in lower for stem in _PASSWORD_STEMS):
+        return 2 if words and any(stem in words[-1] for stem in _PASSWORD_STEMS) else 1
+    for i, word in enumerate(words):
+        if "secret" in word or word in _SECRET_WORDS or word.endswith("token"):
+            return 1
+        if word == "session" and words[i + 1 : i + 2] in (["id"], ["key"], ["token"]):
+            return 1
+    return 1 if words and words[-1] in ("key", "keys") else 0
 
 
-def _auth_value(match: re.Match) -> str:
-    if match["scheme"].lower() != "bearer" and not _looks_random(match["value"]):
-        return match[0]
-    return f"{match['scheme']}{match['sep']}{SECRET}"
+def _assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
+    """The values of settings whose name says secret."""
+    end = 0
+    for name in _NAME.finditer(pattern):
+        if name.start() < end:
+            continue
+        strength = _secret_name(name[0])
+        if not strength:
+            continue
+        found = _SEPARATOR_VALUE.match(pattern, name.end())
+        if found is None:
+            continue
+        value = found["value"]
+        if found["op"] is None and (
+            not (strength == 2 or name[0].startswith("-"))
+            or not any(c.isspace() for c in found["sep"])
+            or value.startswith("-")
+        ):
+            continue
+        if _HARMLESS.fullmatch(value.strip("\"'`")):
+            continue
+        yield found.start("value"), found.end("value"), SECRET
+        end = found.end()
 
 
-def _random_value(match: re.Match) -> str:
-    return SECRET if _looks_random(match[0]) else match[0]
+def _tool_flags(pattern: str) -> Iterator[tuple[int, int, str]]:
+    """The values of the password flags of the tools in ``_TOOL_FLAGS``."""
+    end = 0
+    for tool in _TOOL.finditer(pattern):
+        if tool.start() < end:
+            continue
+        stop = _COMMAND_END.search(pattern, tool.end())
+        end = stop.start() if stop else len(pattern)
+        flags = _TOOL_FLAGS[tool["tool"]]
+        for flag in _SHORT_FLAG.finditer(pattern, tool.end(), end):
+            if flag["flag"] in flags:
+                yield flag.start("value"), flag.end("value"), SECRET
+
+
+def _auth_value(match: re.Match) -> bool:
+    return match["scheme"].lower() == "bearer" or _looks_random(match["value"])
 
 
 def _looks_random(value: str) -> bool:
     """Letters and digits mixed, and mostly not in words: a key, not an identifier such as
     ``Conv2dWgradOutputGradientTileAccessIteratorOptimized``."""
-    if not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
+    if "#" not in value or not any(c.isalpha() for c in value):
         return False
-    in_words = sum(len(m) for m in _WORD.findall(value))
+    in_words = sum(len(m) for m in _IN_WORDS.findall(value))
     return in_words < len(value) / 2
 
 
-def scrub_text(text: str) -> str:
-    """``text`` with secrets, local paths, e-mail addresses, URLs and host names replaced
-    (``<secret>``, ``<path>``, ``<address>``, ``<url>``, ``<host>``).
+def _is_hex(match: re.Match) -> bool:
+    return match[0].count("#") >= 2 and sum(c.isalpha() for c in match[0]) >= 2
 
-    Names stay as they are: ``aten::add``, ``Batch 12``, ``loss=0.5``,
-    ``void at::native::vectorized_elementwise_kernel<4, ...>``. What is replaced: the value
-    after ``=``/``:`` or a ``--flag`` whose name says secret (``HF_TOKEN=``, ``--hf-token``,
-    ``api_key:``, ``aws_secret_access_key=``, ``password``), the token after ``Bearer``, the
-    formats of common services' keys (``hf_``, ``ghp_``, ``sk-``, ``AKIA``, JWTs), hex
-    strings of 32 digits or more and random-looking strings of 32 characters or more,
-    absolute paths (``/home/...``, ``~/...``, ``C:\\Users\\...``), ``user@host``, URLs, host
-    names with a known top-level domain and IPv4 addresses.
-    """
-    if "PRIVATE KEY" in text:
-        text = _PRIVATE_KEY.sub(SECRET, text)
-    if "://" in text:
-        text = _URL.sub(URL, text)
-    if "@" in text:
-        text = _ADDRESS.sub(ADDRESS, text)
+
+def _found(pattern: re.Pattern, kind: str, group: str | int = 0, keep=None):
+    def spans(text: str) -> Iterator[tuple[int, int, str]]:
+        for m in pattern.finditer(text):
+            if keep is None or keep(m):
+                yield m.start(group), m.end(group), kind
+
+    return spans
+
+
+def _has_secret_word(text: str) -> bool:
     lower = text.lower()
-    if "bearer" in lower or "basic" in lower or "token" in lower:
-        text = _AUTH.sub(_auth_value, text)
-    if any(word in lower for word in _SECRET_WORDS):
-        text = _FLAG.sub(_secret_value, text)
-        text = _ASSIGNMENT.sub(_secret_value, text)
-    if _KNOWN_PREFIX.search(text):
-        text = _KNOWN_TOKEN.sub(SECRET, text)
-    if _LONG_RUN.search(text):
-        text = _HEX.sub(SECRET, text)
-        text = _RANDOM.sub(_random_value, text)
-    if ":\\" in text or ":/" in text or "\\\\" in text:
-        text = _WINDOWS_PATH.sub(LOCAL_PATH, text)
-    if "/" in text:
-        text = _POSIX_PATH.sub(LOCAL_PATH, text)
-    if "." in text:
-        if _HAS_TLD.search(text):
-            text = _HOST.sub(HOST, text)
-        if _HAS_IPV4.search(text):
-            text = _IPV4.sub(HOST, text)
-    return text
+    return any(stem in lower for stem in _SECRET_STEMS)
 
 
-_scrub_cached = functools.lru_cache(maxsize=1 << 16)(scrub_text)
+# (whether a text may hold it, its spans), in order: a later rule sees the placeholders of the
+# earlier ones. A setting's value goes whole, whatever it holds (``password=p@ss:word``); a
+# URL's ``user:password`` is one URL.
+_RULES = (
+    (lambda t: "PRIVATE KEY" in t, _found(_PRIVATE_KEY, SECRET)),
+    (
+        lambda t: any(w in t.lower() for w in ("bearer", "basic", "token")),
+        _found(_AUTH, SECRET, "value", _auth_value),
+    ),
+    (_has_secret_word, _assignments),
+    (_TOOL.search, _tool_flags),
+    (lambda t: "://" in t, _found(_URL, URL)),
+    (lambda t: "@" in t, _found(_ADDRESS, ADDRESS)),
+    (_KNOWN_PREFIX.search, _found(_KNOWN_TOKEN, SECRET)),
+    (_LONG_RUN.search, _found(_HEX, SECRET, keep=_is_hex)),
+    (_LONG_RUN.search, _found(_RANDOM, SECRET, keep=lambda m: _looks_random(m[0]))),
+    (lambda t: ":\\" in t or ":/" in t or "\\\\" in t, _found(_WINDOWS_PATH, LOCAL_PATH)),
+    (lambda t: "/" in t, _found(_POSIX_PATH, LOCAL_PATH)),
+    (_HAS_TLD.search, _found(_HOST, HOST)),
+    (lambda t: "#.#.#.#" in t, _found(_IPV4, HOST)),
+)
+
+# A plan: the scrubbed pattern, and for each of its ``#`` that a placeholder holds (by the
+# ``#``'s index), the placeholder's letters and how many runs of digits its part held.
+_Plan = tuple[str, tuple[tuple[int, str, int], ...]]
+
+
+class _TooLong(Exception):
+    """The scrubbed text would be longer than the caller allows."""
+
+
+class _Scrubber:
+    """:func:`scrub_text` with one key. What a pattern becomes is remembered (patterns repeat
+    far more than texts: ``step 1``, ``step 2``, ...), and so is each part's hash."""
+
+    def __init__(self, key: bytes):
+        self._key = key
+        self._cached_plan = functools.lru_cache(maxsize=1 << 16)(self._plan)
+        self._cached_scrub = functools.lru_cache(maxsize=1 << 16)(self._scrub)
+        self._letters = functools.lru_cache(maxsize=1 << 12)(self._letters_of)
+        self._digits = functools.lru_cache(maxsize=1 << 12)(self._digits_of)
+
+    def __call__(self, text: str, max_chars: int | None = None) -> str:
+        """``text`` scrubbed; ``_TooLong`` when that is longer than ``max_chars``."""
+        if len(text) <= _CACHED_CHARS // 4:
+            scrubbed = self._cached_scrub(text)
+        else:
+            scrubbed = self._scrub(text, max_chars)
+        if max_chars is not None and len(scrubbed) > max_chars:
+            raise _TooLong
+        return scrubbed
+
+    def _scrub(self, text: str, max_chars: int | None = None) -> str:
+        pattern = _RUN.sub("#", text)
+        if len(pattern) <= _CACHED_CHARS:
+            plan = self._cached_plan(pattern)
+        else:
+            plan = self._plan(pattern, max_chars)
+        if plan is None:
+            return text
+        scrubbed, held = plan
+        runs = (m[0] for m in _RUN.finditer(text))
+        marks = iter(held)
+        mark = next(marks, None)
+        index = -1
+
+        def fill(_match: re.Match) -> str:
+            # The text's own run, or the digits of a placeholder over the next runs.
+            nonlocal index, mark
+            index += 1
+            if mark is None or mark[0] != index:
+                return next(runs)
+            _, letters, count = mark
+            mark = next(marks, None)
+            return self._digits(letters, tuple(next(runs) for _ in range(count)))
+
+        return _HASH.sub(fill, scrubbed) if "#" in scrubbed else scrubbed
+
+    def _plan(self, pattern: str, max_chars: int | None = None) -> _Plan | None:
+        """What ``pattern`` becomes, or None when nothing in it is replaced."""
+        held: list[tuple[int, str, int]] = []
+        changed = False
+        for may_hold, find in _RULES:
+            if may_hold(pattern):
+                replaced = self._replaced(pattern, held, find(pattern))
+                if replaced is not None:
+                    pattern, held = replaced
+                    changed = True
+                    if max_chars is not None and len(pattern) > max_chars:
+                        raise _TooLong
+        return (pattern, tuple(held)) if changed else None
+
+    def _replaced(
+        self, pattern: str, held: list[tuple[int, str, int]], spans
+    ) -> tuple[str, list[tuple[int, str, int]]] | None:
+        """``pattern`` with each (start, end, kind) of ``spans`` (in order, apart) replaced by a
+        placeholder, and the placeholders' ``#`` re-indexed; None when there is none."""
+        out = io.StringIO()
+        new_held: list[tuple[int, str, int]] = []
+        at = index = new_index = h = 0  # position, # before it, in the new pattern, in held
+        found = False
+        for start, end, kind in spans:
+            found = True
+            before = pattern.count("#", at, start)
+            while h < len(held) and held[h][0] < index + before:
+                new_held.append((held[h][0] - index + new_index, *held[h][1:]))
+                h += 1
+            out.write(pattern[at:start])
+            index, new_index = index + before, new_index + before
+            part = pattern[start:end]
+            inside = part.count("#")
+            runs = inside
+            while h < len(held) and held[h][0] < index + inside:
+                runs += held[h][2] - 1
+                h += 1
+            letters = self._letters(part)
+            if inside:
+                out.write(f"<{kind}:{letters}#>")
+                new_held.append((new_index, letters, runs))
+                new_index += 1
+            else:
+                out.write(f"<{kind}:{letters}>")
+            index += inside
+            at = end
+        if not found:
+            return None
+        for mark in held[h:]:
+            new_held.append((mark[0] - index + new_index, *mark[1:]))
+        out.write(pattern[at:])
+        return out.getvalue(), new_held
+
+    def _letters_of(self, part: str) -> str:
+        """The letters of the placeholder of ``part`` (a pattern)."""
+        number = int.from_bytes(self._hash(b"p", part.encode("utf-8", "surrogatepass")), "big")
+        letters = []
+        for _ in range(_LETTERS):
+            number, r = divmod(number, 26)
+            letters.append(chr(ord("a") + r))
+        return "".join(letters)
+
+    def _digits_of(self, letters: str, runs: tuple[str, ...]) -> str:
+        """The digits of the placeholder ``letters`` over a part that held ``runs``."""
+        data = (letters + "\0" + "\0".join(runs)).encode("utf-8")
+        return f"{int.from_bytes(self._hash(b't', data), 'big') % 10**_DIGITS:0{_DIGITS}d}"
+
+    def _hash(self, domain: bytes, data: bytes) -> bytes:
+        return hmac.new(self._key, domain + data, hashlib.sha256).digest()[:16]
+
+
+_SCRUBBER = _Scrubber(os.urandom(32))
+
+
+def scrub_text(text: str, key: bytes | None = None) -> str:
+    """``text`` with secrets, local paths, e-mail addresses, URLs and host names replaced by
+    placeholders (``<secret:…>``, ``<path:…>``, ``<address:…>``, ``<url:…>``, ``<host:…>``, see
+    ``PLACEHOLDER``) that keep which texts are equal and which have equal range patterns.
+
+    Names stay as they are: ``aten::add``, ``Batch 12``, ``loss=0.5``, ``max_tokens=4096``,
+    ``void at::native::vectorized_elementwise_kernel<4, ...>``. What is replaced: the value
+    after a name that says secret (``HF_TOKEN=``, ``--hf-token``, ``api_key :=``,
+    ``AccountKey=``, ``:password =>``, ``password:`` and a new line, ``PGPASSWORD=(...)``),
+    whatever it looks like; the password flags of common tools (``sshpass -p``); the token
+    after ``Bearer``; the formats of common services' keys (``hf_``, ``ghp_``, ``sk-``,
+    ``AKIA``, JWTs); hex and random-looking strings; absolute paths (``/home/...``, ``~/...``,
+    ``C:\\Users\\...``), ``user@host``, URLs, host names with a known top-level domain and
+    IPv4 addresses.
+
+    The placeholders are keyed hashes: with the same ``key`` (bytes) a text always becomes
+    the same; without one, a key made for this process is used.
+    """
+    return (_SCRUBBER if key is None else _Scrubber(key))(text)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -87,6 +88,16 @@ SHAPES = (
     lambda m: f"~/{m}/.netrc",
     lambda m: f"/tmp/{m}/out.log",
     lambda m: f"--api-key {m}",
+    # forms a hostile tester found surviving (r10): any separator after a secret's name
+    lambda m: f"password:\n  {m}",
+    lambda m: f'password="{m}',
+    lambda m: f':password => "{m}"',
+    lambda m: f"api_key := {m}",
+    lambda m: f'$env:OPENAI_API_KEY="{m}"',
+    lambda m: f"PGPASSWORD=({m})",
+    lambda m: f"sshpass -p {m} ssh host",
+    lambda m: f"password\u00a0=\u00a0{m}",
+    lambda m: f"AccountKey={m}==;",
 )
 
 
@@ -437,12 +448,38 @@ def _real(trace: Path):
     return build
 
 
+def _batches_renamed(suffix_sql: str, name: str):
+    """h200_pinned with ``suffix_sql`` (SQL of the string's ``id``) added to each ``Batch n``
+    range name, as r11 did: names that differ only by a path or a secret."""
+
+    def build(folder: Path) -> Path:
+        src = folder / f"{name}.sqlite"
+        shutil.copyfile(SAMPLE_TRACES / "h200_pinned.sqlite", src)
+        db = sqlite3.connect(src)
+        db.execute(f"UPDATE StringIds SET value = value || {suffix_sql} WHERE value LIKE 'Batch %'")
+        db.commit()
+        db.close()
+        return src
+
+    build.__name__ = name
+    return build
+
+
 CASES = [_real(t) for t in TRACES] + [
     _synthetic("2020.3"),
     _synthetic("2022.4"),
     _synthetic("2026.2"),
     _synthetic("2023.4", "old-names"),
     _synthetic("2026.2", "cuda-device"),
+    # every name its own path: no step range on the original, none on the copy (r11 found 20)
+    _batches_renamed(
+        "' /data/train/' || char(97 + id % 26) || char(97 + (id / 26) % 26) || '.jpg'",
+        "batches_with_distinct_paths",
+    ),
+    # paths and secrets that differ by their digits only: one step range, on both
+    _batches_renamed("' /data/train/' || (id % 7) || '.jpg token=' || id", "batches_numbered"),
+    # a secret that differs by a letter: no step range on either
+    _batches_renamed("' password=' || char(97 + id % 26) || 'x'", "batches_with_secrets"),
 ]
 
 
@@ -493,6 +530,29 @@ def _analysis(path: Path, *options: str) -> dict:
     return report
 
 
+# A placeholder as a report shows it: in a range pattern its digits are ``#``.
+_SHOWN_PLACEHOLDER = re.compile(r"<(?:secret|path|address|url|host):[a-z]{12}(?:[0-9]{12}|#)?>")
+
+
+def assert_same_figures(copy, original, where: str = "report") -> None:
+    """``copy`` (a report's JSON) is ``original`` but for names holding placeholders, each
+    of which must be the original's name with some parts replaced."""
+    if isinstance(copy, dict) and isinstance(original, dict):
+        assert list(copy) == list(original), where
+        for key in copy:
+            assert_same_figures(copy[key], original[key], f"{where}.{key}")
+    elif isinstance(copy, list) and isinstance(original, list):
+        assert len(copy) == len(original), where
+        for i, (c, o) in enumerate(zip(copy, original)):
+            assert_same_figures(c, o, f"{where}[{i}]")
+    elif isinstance(copy, str) and isinstance(original, str) and copy != original:
+        literal = _SHOWN_PLACEHOLDER.split(copy)
+        assert len(literal) > 1, f"{where}: {copy!r} != {original!r}"
+        assert re.fullmatch(".+".join(map(re.escape, literal)), original, re.S), where
+    else:
+        assert copy == original, f"{where}: {copy!r} != {original!r}"
+
+
 def _table_columns(path: Path) -> set[tuple[str, str]]:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -539,7 +599,7 @@ def test_the_copy_gives_the_same_figures_and_holds_exactly_what_the_reader_reads
     out = tmp_path / "shared.sqlite"
     result = invoke("scrub", str(original.src), "-o", str(out))
     assert result.exit_code == 0, result.output
-    assert _analysis(out, *original.options) == original.report
+    assert_same_figures(_analysis(out, *original.options), original.report)
     had, kept = _table_columns(original.src), _table_columns(out)
     dropped = sorted(rc for rc in original.reads & had if rc not in kept)
     assert not dropped, f"the reader reads these columns and scrub dropped them: {dropped}"
@@ -785,3 +845,226 @@ def test_an_output_that_is_not_a_new_regular_file_is_refused_before_any_work(
     assert stat.S_IFMT(os.lstat(out).st_mode) == kind
     assert src.read_bytes() == before
     assert sorted(p.name for p in folder.iterdir()) == listing
+
+
+def _disguised_virtual_table(src: Path, content: str) -> None:
+    """NVTX_EVENTS made an fts5 table whose stored schema reads ``CREATE  VIRTUAL`` (two
+    spaces, through writable_schema, r01): reading it reads ``content``, a table not on the
+    allow-list (``stolen``, holding the environment) or a view over it."""
+    db = sqlite3.connect(src, isolation_level=None)
+    db.execute(
+        "CREATE TABLE stolen (rid INTEGER PRIMARY KEY, start INTEGER, end INTEGER, "
+        "eventType INTEGER, text TEXT, globalTid INTEGER, domainId INTEGER)"
+    )
+    db.execute(
+        "INSERT INTO stolen VALUES (1, 0, 10, 59, 'environment of ' || ?, ?, 0)",
+        ("XYZZY-stolen-by-fts5", gtid()),
+    )
+    db.execute("CREATE VIEW stolen_view AS SELECT * FROM stolen")
+    db.execute("DROP TABLE IF EXISTS NVTX_EVENTS")
+    db.execute(
+        "CREATE VIRTUAL TABLE NVTX_EVENTS USING fts5(start, end, eventType, text, globalTid, "
+        f"domainId, content={content}, content_rowid=rid)"
+    )
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, 'CREATE VIRTUAL', 'CREATE  VIRTUAL') "
+        "WHERE name = 'NVTX_EVENTS'"
+    )
+    db.close()
+
+
+@pytest.mark.parametrize("content", ["stolen", "stolen_view"])
+def test_a_virtual_table_disguised_by_its_schema_text_is_never_read(content, tmp_path):
+    src = tmp_path / "in" / "vtab.sqlite"
+    src.parent.mkdir()
+    shutil.copyfile(SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite", src)
+    _disguised_virtual_table(src, content)
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert b"XYZZY" not in out.read_bytes()
+    db = sqlite3.connect(out)
+    assert "NVTX_EVENTS" not in _tables(db)
+    db.close()
+
+
+def _wal_export(folder: Path) -> Path:
+    """A WAL export with changes pending in its -wal file (r07): kernels end 1 ns later."""
+    folder.mkdir()
+    live = folder / "live.sqlite"
+    shutil.copyfile(SAMPLE_TRACES / "h200_pinned.sqlite", live)
+    db = sqlite3.connect(live, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    db.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1')
+    src = folder / "wal.sqlite"
+    shutil.copyfile(live, src)
+    shutil.copyfile(f"{live}-wal", f"{src}-wal")
+    db.close()
+    for left in folder.glob("live.sqlite*"):
+        left.unlink()
+    return src
+
+
+def test_a_wal_export_is_read_as_the_reader_reads_it_and_nothing_appears_beside_it(tmp_path):
+    src = _wal_export(tmp_path / "in")
+    before = {p.name: p.read_bytes() for p in src.parent.iterdir()}
+    assert sorted(before) == ["wal.sqlite", "wal.sqlite-wal"]
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert {p.name: p.read_bytes() for p in src.parent.iterdir()} == before  # no -shm
+    assert_same_figures(_analysis(out), _analysis(src))  # the pending changes included
+    assert {p.name: p.read_bytes() for p in src.parent.iterdir()} == before
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_the_exports_own_files_are_inputs_too(suffix, tmp_path):
+    src = _wal_export(tmp_path / "in")
+    target = Path(f"{src}{suffix}")
+    if not target.exists():
+        target.write_bytes(b"")  # a stray -shm or -journal beside the export
+    before = {p.name: p.read_bytes() for p in src.parent.iterdir()}
+    result = invoke("scrub", str(src), "-o", str(target), "--force")
+    assert result.exit_code == 2
+    assert one_error_line(result.output) == (
+        f"nsysprobe: error: -o {target}: is an input of this command; write to another file"
+    )
+    assert {p.name: p.read_bytes() for p in src.parent.iterdir()} == before
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
+    """r08: scrub onto a full 400 KiB tmpfs ended in "internal error: DatabaseError: database
+    disk image is malformed" (exit 70). Mounted in a namespace of its own (unshare)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    script = (
+        'mount -t tmpfs -o size=400k tmpfs "$1" || exit 99; '
+        '"$2" -m nsysprobe scrub "$3" -o "$1/shared.sqlite"; rc=$?; '
+        'echo "left: $(ls -A "$1" | tr "\\n" " ")"; exit $rc'
+    )
+    src = SAMPLE_TRACES / "h200_pinned.sqlite"
+    run = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", str(mount), sys.executable, str(src)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    if run.returncode == 99 or "unshare:" in run.stderr:
+        pytest.skip(f"cannot mount a small tmpfs here: {run.stderr.strip()}")
+    assert run.returncode == 2, run.stderr
+    assert one_error_line(run.stderr) == (
+        f"nsysprobe: error: -o {mount}/shared.sqlite: cannot write it (no space left on the "
+        f"device); free some space or write to another disk"
+    )
+    assert run.stdout == "left: \n"
+
+
+def test_the_file_size_limit_is_one_line_and_leaves_nothing(tmp_path):
+    import resource
+
+    limit = 200 << 10
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    src = SAMPLE_TRACES / "h200_pinned.sqlite"
+    run = subprocess.run(
+        [sys.executable, "-m", "nsysprobe", "scrub", str(src), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        preexec_fn=limited,
+        timeout=300,
+    )
+    assert run.returncode == 2, run.stderr
+    assert one_error_line(run.stderr) == (
+        f"nsysprobe: error: -o {out}: cannot write it (the file size limit, ulimit -f, is "
+        f"{limit:,} bytes); raise the limit or write a smaller report"
+    )
+    assert list(out.parent.iterdir()) == []
+
+
+def _addresses(src: Path, megabytes: int) -> None:
+    """NVTX ranges named with many short e-mail addresses: the scrubbed text is several
+    times longer than the original (each ``x@y`` becomes an ``<address:...>``)."""
+    db = sqlite3.connect(src)
+    name = "x@y " * 1024
+    db.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+        "VALUES (?, ?, 59, ?, ?, 0)",
+        ((i * 1000, i * 1000 + 500, name, gtid()) for i in range(megabytes * 256)),
+    )
+    db.commit()
+    db.close()
+
+
+def test_the_growth_limit_counts_what_scrubbing_adds_to_the_text(tmp_path, monkeypatch):
+    """A 62 MB export whose scrubbed text grew 2.5x hit "twice the export's size" with 73 GB
+    free; here the same, without the limit's fixed room."""
+    from nsysprobe.trace import scrub
+
+    monkeypatch.setattr(scrub, "_ROOM_BYTES", 0)
+    src = tmp_path / "in" / "addresses.sqlite"
+    src.parent.mkdir()
+    shutil.copyfile(SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite", src)
+    _addresses(src, 3)
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 2 * src.stat().st_size
+
+
+@pytest.mark.parametrize(
+    "limits, addresses, says",
+    [
+        ({"MAX_TEXT_GROWTH": 1}, 1, "its scrubbed text would be more than"),
+        ({"MAX_GROWTH": 0, "MAX_TEXT_GROWTH": 0}, 0, "its scrubbed copy would be larger than"),
+    ],
+    ids=["text", "copy"],
+)
+def test_the_growth_limit_says_so_in_one_line_and_leaves_nothing(
+    limits, addresses, says, tmp_path, monkeypatch
+):
+    from nsysprobe.trace import scrub
+
+    monkeypatch.setattr(scrub, "_ROOM_BYTES", 8 << 10)
+    for name, value in limits.items():
+        monkeypatch.setattr(scrub, name, value)
+    src = tmp_path / "in" / "addresses.sqlite"
+    src.parent.mkdir()
+    shutil.copyfile(SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite", src)
+    _addresses(src, addresses)
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert line.startswith(f"nsysprobe: error: {src}: {says}"), line
+    assert "no space" not in line
+    assert list(out.parent.iterdir()) == []
+
+
+def test_the_work_budget_ends_a_scrub_in_one_line(tmp_path, monkeypatch):
+    from nsysprobe.trace import scrub
+
+    monkeypatch.setattr(scrub, "_MIN_OPS", 1000)
+    monkeypatch.setattr(scrub, "_OPS_PER_BYTE", 0)
+    monkeypatch.setattr(scrub, "_OPS_PER_CHECK", 100)
+    src = SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite"
+    out = tmp_path / "out" / "shared.sqlite"
+    out.parent.mkdir()
+    result = invoke("scrub", str(src), "-o", str(out))
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert line.startswith(f"nsysprobe: error: {src}: scrubbing it took more than 1e+03 SQLite")
+    assert list(out.parent.iterdir()) == []
