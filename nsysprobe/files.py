@@ -22,11 +22,18 @@ TRACE_FIX = "give a .sqlite export or a .nsys-rep report"
 
 _NOT_REGULAR = (
     (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is not a regular file ("a FIFO"),
+    else None."""
+    return next((what for is_kind, what in _NOT_REGULAR if is_kind(mode)), None)
 
 
 def read_head(path: str | os.PathLike, size: int) -> bytes:
@@ -92,11 +99,10 @@ def open_regular(path: Path, error: type[NsysprobeError], fix: str) -> int | Non
         raise error(f"{path}: is a folder, not a regular file; {fix}") from None
     except OSError as exc:
         raise error(f"{path}: cannot open it ({exc.strerror}); {fix}") from None
-    mode = os.fstat(fd).st_mode
-    for is_kind, what in _NOT_REGULAR:
-        if is_kind(mode):
-            os.close(fd)
-            raise error(f"{path}: is {what}, not a regular file; {fix}")
+    what = not_regular(os.fstat(fd).st_mode)
+    if what is not None:
+        os.close(fd)
+        raise error(f"{path}: is {what}, not a regular file; {fix}")
     return fd
 
 

@@ -19,27 +19,24 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from nsysprobe.errors import InputError
+from nsysprobe.files import not_regular
 
 # Mode of the files written (before the umask), as an editor would make them.
 FILE_MODE = 0o644
 # What SQLite keeps beside a database: part of an input, as the database itself is.
 _SIDECARS = ("", "-wal", "-shm", "-journal")
 
-_KINDS = (
-    (stat.S_ISDIR, "is a folder; give a file name inside it"),
-    (stat.S_ISLNK, "is a symbolic link; give the file it points to, or another name"),
-    (stat.S_ISFIFO, "is a FIFO, not a regular file; give a file name"),
-    (stat.S_ISCHR, "is a character device, not a regular file; give a file name"),
-    (stat.S_ISBLK, "is a block device, not a regular file; give a file name"),
-    (stat.S_ISSOCK, "is a socket, not a regular file; give a file name"),
-)
+# The fix for each kind of file that is not a regular one (``files.not_regular``).
+_FIX = {
+    "a folder": "give a file name inside it",
+    "a symbolic link": "give the file it points to, or another name",
+}
 
 
 def check_output(
@@ -56,9 +53,11 @@ def check_output(
     except OSError as exc:
         raise InputError(f"{where}: cannot use it ({_why(exc)}); choose another name") from None
     if st is not None:
-        for is_kind, what in _KINDS:
-            if is_kind(st.st_mode):
-                raise InputError(f"{where}: {what}")
+        what = not_regular(st.st_mode)
+        if what is not None:
+            raise InputError(
+                f"{where}: is {what}, not a regular file; {_FIX.get(what, 'give a file name')}"
+            )
         if _is_one_of(st, inputs):
             raise InputError(f"{where}: is an input of this command; write to another file")
         if not force:
