@@ -87,7 +87,7 @@ class _StoppedOutside(Exception):
 
 
 # Signals _stop has raised: SQLite swallows an exception raised in its callbacks, and the
-# reader raises a plain KeyboardInterrupt in its place (``reader._Budget.resume``).
+# reader raises a plain KeyboardInterrupt in its place (``reader.WorkBudget.resume``).
 _RECEIVED: list[int] = []
 
 

@@ -174,7 +174,7 @@ class Trace:
         elif wal:
             self._copy = _private_copy(self.path)
             self._uri = (self._copy / self.path.name).as_uri() + "?mode=ro"
-        self._budget = _Budget(self.path, os.path.getsize(self.path))
+        self._budget = WorkBudget(self.path, os.path.getsize(self.path))
         try:
             self._db = self._connect(_text)
             kinds = table_kinds(self._db)
@@ -183,9 +183,11 @@ class Trace:
             self._budget.resume(exc)
             if _is_locked(exc):
                 raise TraceError(_locked_message(self.path, exc)) from exc
+            if self._budget.spent:
+                raise TraceError(self._budget.explain(exc)) from exc
             raise TraceError(
-                f"{self.path}: cannot read it as SQLite ({self._budget.explain(exc)}); "
-                f"re-export it with `nsys export --type sqlite`"
+                f"{self.path}: cannot read it as SQLite ({exc}); re-export it with "
+                f"`nsys export --type sqlite`"
             ) from exc
         self.tables: frozenset[str] = frozenset(n for n, k in kinds.items() if k == "table")
         # Views and virtual tables run the author's SQL when read: never read, named here.
@@ -207,7 +209,7 @@ class Trace:
         db.text_factory = text_factory
         if hasattr(db, "setlimit"):  # Python 3.11+
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
-        db.set_progress_handler(self._budget, _OPS_PER_CHECK)
+        self._budget.watch(db)
         return db
 
     def __enter__(self) -> Trace:
@@ -884,7 +886,7 @@ _WAL_ROOM_BYTES = 256 << 20
 # The work budget: SQLite VM steps per byte of the export, and the steps between checks.
 _OPS_PER_BYTE = 100
 _MIN_OPS = 1 << 30
-_OPS_PER_CHECK = 1 << 16
+OPS_PER_CHECK = 1 << 16
 # Connections reading blocks at once.
 _READERS = max(1, min(4, os.cpu_count() or 1))
 
@@ -1029,7 +1031,7 @@ def _check_sqlite_file(path: Path) -> bool:
     return head[18:20] == b"\x02\x02"
 
 
-class _Budget:
+class WorkBudget:
     """SQLite's progress handler: stops every query of one export once they have run more VM
     steps together than an export of its size needs (a damaged file that loops), and carries
     a signal out of SQLite.
@@ -1043,9 +1045,13 @@ class _Budget:
     def __init__(self, path: Path, size_bytes: int):
         self.path = path
         self.ops = max(_MIN_OPS, _OPS_PER_BYTE * size_bytes)
-        self._checks_left = self.ops // _OPS_PER_CHECK
+        self._checks_left = self.ops // OPS_PER_CHECK
         self.spent = False
         self.interrupted: BaseException | None = None
+
+    def watch(self, db: sqlite3.Connection) -> None:
+        """Count ``db``'s work against this budget."""
+        db.set_progress_handler(self, OPS_PER_CHECK)
 
     def __call__(self) -> int:
         try:

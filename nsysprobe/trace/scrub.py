@@ -13,7 +13,7 @@ allow-list:
 - integers and reals are copied as they are; ``StringIds`` rows are copied only when a kept
   column names them (kernel, API, OS-call and thread names); other text only where the
   analyses show or match it (NVTX names, GPU names, enum labels, the nsys version), and all
-  kept text goes through :func:`scrub_text`, which replaces secrets (the value after a name
+  kept text goes through ``secrets.scrub_text``, which replaces secrets (the value after a name
   such as ``password``/``HF_TOKEN``/``api_key`` and any separator, ``Bearer ...``, the
   password flags of common tools, known key formats, long random strings), local paths,
   e-mail addresses, URLs and host names, and leaves names such as ``aten::add``,
@@ -27,12 +27,12 @@ allow-list:
 The export is read as the reader reads it (``Trace``: the tables SQLite calls plain tables,
 never a view or a virtual table; a WAL export with a pending ``-wal`` from a private copy, so
 nothing appears beside it), through a read-only attachment, so none of its triggers can fire,
-and within a work budget (``_OPS_PER_BYTE``). The copy is built in a private folder beside the
-output (``nsysprobe.writer.scratch_dir``) and holds only scrubbed content at every moment; it
-is linked into place when complete (``publish``), so a run that is killed leaves no
-unscrubbed byte behind and two runs never both write one file. SQLite keeps no journal and its
-temporary table in memory within a page limit; text values are limited to 16 MiB, and the
-copy to twice the export's size plus the text's growth by placeholders (at most
+and within the reader's work budget (``reader.WorkBudget``). The copy is built in a private
+folder beside the output (``nsysprobe.writer.scratch_dir``) and holds only scrubbed content at
+every moment; it is linked into place when complete (``publish``), so a run that is killed
+leaves no unscrubbed byte behind and two runs never both write one file. SQLite keeps no
+journal and its temporary table in memory within a page limit; text values are limited to 16
+MiB, and the copy to twice the export's size plus the text's growth by placeholders (at most
 ``MAX_TEXT_GROWTH`` times the export's size): a crafted export cannot make scrub write
 gigabytes. A full disk, the file size limit (``ulimit -f``) and the growth limit are each a
 one-line error that says which one it was.
@@ -41,10 +41,6 @@ one-line error that says which one it was.
 from __future__ import annotations
 
 import errno
-import functools
-import hashlib
-import hmac
-import io
 import os
 import re
 import signal
@@ -57,7 +53,8 @@ from pathlib import Path
 
 from nsysprobe.errors import InputError, TraceError
 from nsysprobe.trace import schema
-from nsysprobe.trace.reader import Trace, table_kinds
+from nsysprobe.trace.reader import Trace, WorkBudget, table_kinds
+from nsysprobe.trace.secrets import Scrubber, TooLong
 from nsysprobe.writer import check_output, publish, scratch_dir
 
 try:
@@ -66,16 +63,6 @@ except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
 SCHEMA_VERSION = 1
-
-# What each kind of replaced text becomes: ``<kind:hash>`` (see ``_Scrubber``).
-SECRET = "secret"
-LOCAL_PATH = "path"
-ADDRESS = "address"
-URL = "url"
-HOST = "host"
-# A placeholder: the kind, 12 lowercase letters (a keyed hash of the replaced text with its
-# digits masked) and, when it held digits, 12 digits (a keyed hash of the text as it was).
-PLACEHOLDER = re.compile(r"<(secret|path|address|url|host):[a-z]{12}(?:[0-9]{12})?>")
 
 # The longest text value copied; nsys writes none near it (long C++ kernel names are KiBs).
 MAX_TEXT_BYTES = 16 << 20
@@ -92,11 +79,6 @@ _FULL_DISK_BYTES = 1 << 20
 # Rows copied by one statement (signals wait at most that long), and at most this many blocks.
 _BLOCK_ROWS = 1 << 18
 _MAX_BLOCKS = 256
-# The work budget, as the reader's: SQLite VM steps per byte of the export (a scrub takes
-# about 2), at least _MIN_OPS, checked every _OPS_PER_CHECK steps.
-_OPS_PER_BYTE = 100
-_MIN_OPS = 1 << 30
-_OPS_PER_CHECK = 1 << 16
 # Tables whose ``value`` holds the nsys version, kept as it is when it is a version number.
 _VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 _VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*(?:-[0-9A-Za-z.]+)?")
@@ -150,15 +132,14 @@ class _Copy:
     def __init__(self, trace: Trace, tmp: Path, output: Path):
         self.source, self.uri, self.tmp, self.output = trace.path, trace.uri, tmp, output
         self.scrubbed = 0
-        self.scrubber = _Scrubber(os.urandom(32))  # a key per scrub: nothing to brute-force
+        self.scrubber = Scrubber(os.urandom(32))  # a key per scrub: nothing to brute-force
         size = sum(_size(p) for p in (self.source, Path(f"{self.source}-wal")))
         self.text_growth_limit = MAX_TEXT_GROWTH * size + _ROOM_BYTES
         self.max_pages = (MAX_GROWTH * size + _ROOM_BYTES + self.text_growth_limit) // _PAGE_BYTES
         self.text_growth = 0  # bytes the placeholders added so far
         self.too_long: str | None = None  # why nsysprobe_text stopped the copy
-        self.ops = max(_MIN_OPS, _OPS_PER_BYTE * size)
-        self._checks_left = self.ops // _OPS_PER_CHECK
-        self.spent = False
+        # The reader's work budget (a scrub takes about 2 VM steps per byte of the export).
+        self.budget = WorkBudget(self.source, size)
         try:
             self.db = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
         except sqlite3.Error as exc:
@@ -171,7 +152,7 @@ class _Copy:
         if hasattr(self.db, "setlimit"):  # Python 3.11+
             self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
             self.db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 1)
-        self.db.set_progress_handler(self._budget, _OPS_PER_CHECK)
+        self.budget.watch(self.db)
         self.db.create_function("nsysprobe_text", 2, self._text, deterministic=True)
         self.db.create_function("nsysprobe_version", 2, self._version, deterministic=True)
         self.db.create_function("nsysprobe_key", 2, self._key, deterministic=True)
@@ -355,15 +336,6 @@ class _Copy:
             self._sql(lambda: self.db.execute(f"SELECT count(*) FROM {qualified}")).fetchone()[0]
         )
 
-    def _budget(self) -> int:
-        """SQLite's progress handler: stop once the copy has run more VM steps than an export
-        of its size needs (``_OPS_PER_BYTE``)."""
-        self._checks_left -= 1
-        if self._checks_left < 0:
-            self.spent = True
-            return 1  # SQLite stops the statement: "interrupted"
-        return 0
-
     # -- values ---------------------------------------------------------------------------
 
     def _text(self, value, is_text: int):
@@ -373,7 +345,7 @@ class _Copy:
         text = self._decoded(value, is_text)
         try:
             clean = self.scrubber(text, max_chars=_MAX_VALUE_BYTES)
-        except _TooLong:
+        except TooLong:
             self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
             raise _TextTooLong from None
         if clean != text:
@@ -431,12 +403,8 @@ class _Copy:
         text = str(exc)
         if self.too_long is not None:
             return self._too_large(self.too_long)
-        if self.spent:
-            return TraceError(
-                f"{self.source}: scrubbing it took more than {self.ops:.3g} SQLite steps, far "
-                f"more than an export of its size needs; the file is damaged or built to hang "
-                f"readers: re-export the report with `nsys export --type sqlite`"
-            )
+        if self.budget.spent:
+            return TraceError(self.budget.explain(exc))
         if name == "SQLITE_TOOBIG" or "too big" in text:
             return InputError(
                 f"{self.source}: {table or 'a table'} holds a text longer than "
@@ -597,393 +565,3 @@ def _condition(rows: schema.Rows | None, present: list[str]) -> str:
     if rows is None:
         return "1"
     return f"({rows.sql})" if all(c in present for c in rows.columns) else "0"
-
-
-# -- text ---------------------------------------------------------------------------------
-
-# How scrubbing keeps the figures. The analyses tell names apart by equality and group NVTX
-# ranges by their pattern (``range_pattern``: each run of digits becomes ``#``). So what is
-# replaced is decided on the text's pattern alone (``Batch 3 /data/ab.jpg`` and
-# ``Batch 4 /data/cd.jpg`` alike), never on its digits, and each replaced part becomes
-# ``<kind:letters>``, the letters a keyed hash (HMAC, a key per scrub) of the part's pattern,
-# which a pattern keeps as it is; a part that held digits (or ``#``) gets 12 digits more, a
-# keyed hash of the part as it was, which a pattern masks as its own digits. Two names then
-# have equal patterns after scrubbing exactly when they had before, and are equal exactly when
-# they were, up to hash collisions (2^-56 a pair of patterns, 2^-40 a pair of texts of one
-# pattern).
-#
-# So every rule below reads the pattern: digits are ``#`` there (a ``#`` of the text too,
-# which ``range_pattern`` cannot tell from a digit either). Every rule starts only where a run
-# of its characters starts (a lookbehind) or at a fixed text, so scrubbing is linear in the
-# text's length: a crafted 16 MiB name costs seconds, not hours of backtracking. Each rule
-# runs only when the text holds what it needs.
-
-# A run of digits as ``range_pattern`` masks it, or a ``#``.
-_RUN = re.compile(r"\d+|#")
-_HASH = re.compile("#")
-_CACHED_CHARS = 1024
-_LETTERS = 12
-_DIGITS = 12
-
-# Settings whose value is a secret, by the words of their name: HF_TOKEN, --hf-token,
-# WANDB_API_KEY, AccountKey, api_key, aws_secret_access_key, PGPASSWORD, Authorization,
-# session_id. A name of the password family takes its value after any separator, whitespace
-# alone included (``password\n  hunter2``); the others after ``=``, ``:``, ``:=``, ``=>`` or
-# ``->``, or whitespace when the name is a flag (``--api-key KEY``). ``max_tokens``,
-# ``key_padding_mask`` or ``tokenizer`` are not such names.
-_SECRET_STEMS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "sig", "sess")
-_PASSWORD_STEMS = ("passw", "passphrase")
-_SECRET_WORDS = frozenset(
-    "pass pwd token auth authorization oauth credential credentials creds cookie cookies "
-    "signature sig apikey accesskey privatekey secretkey accountkey sessionid sessionkey "
-    "sessiontoken".split()
-)
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
-_KINDS = "secret|path|address|url|host"
-# A name: not one inside a placeholder (``<path:kqzvwmbtxyaq>``).
-_NAME = re.compile(
-    r"(?<![\w#$.<-])"
-    + "".join(f"(?<!<{kind}:)" for kind in _KINDS.split("|"))
-    + r"[-$]*[A-Za-z_][\w#.$-]*"
-)
-# After a name: any separator, then the value: quoted, or one token of any characters but
-# whitespace and delimiters, up to a placeholder.
-_SEPARATOR_VALUE = re.compile(
-    r"(?P<sep>[\"'`]?[\s\[\](){}]{0,64}(?:(?P<op>=>|:=|=|:(?!:)|->)[\s\[\](){}]{0,64})?)"
-    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'"
-    rf"|[\"'`]?(?:(?!<(?:{_KINDS}):)[^\s,;&|()\[\]{{}}])+)"
-)
-# Values of such settings that are not secrets.
-_HARMLESS = re.compile(r"true|false|yes|no|none|null|nil|on|off|", re.I)
-
-# Password flags of common tools (``sshpass -p PASS``, ``mysql -pPASS``, ``curl -u
-# user:pass``), within the command that names the tool: ``-p`` means a port or a path to
-# most other programs. Long flags (``--password``) are names as above.
-_TOOL_FLAGS = {
-    **dict.fromkeys(
-        "sshpass mysql mysqldump mysqladmin mysqlimport mysqlshow mariadb mariadb-dump "
-        "mongo mongosh mongodump mongorestore mongoexport mongoimport #z #za rar unrar "
-        "login".split(),  # docker/podman/helm login -p
-        "p",
-    ),
-    **dict.fromkeys("sqlcmd bcp ipmitool zip unzip".split(), "P"),
-    **dict.fromkeys("ldapsearch ldapadd ldapmodify ldapdelete ldappasswd ldapwhoami".split(), "w"),
-    "redis-cli": "a",
-    "smbclient": "U",
-    "curl": "u",
-    "openssl": "k",
-}
-_TOOL = re.compile(
-    r"(?<![\w#.-])(?P<tool>"
-    + "|".join(re.escape(t) for t in sorted(_TOOL_FLAGS, key=len, reverse=True))
-    + r")(?![\w#.-])"
-)
-_COMMAND_END = re.compile(r"[;&|\n]")
-_SHORT_FLAG = re.compile(
-    r"(?<!\S)-(?P<flag>[A-Za-z])(?:\s{1,16}|=)?"
-    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|(?![-<])[^\s\"'`;&|<>]+)"
-)
-_AUTH = re.compile(
-    r"\b(?P<scheme>bearer|basic|token)(?P<sep>\s{1,16})(?P<value>[\w#.~+/-]+=*)", re.I
-)
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY-----.*?(?:-----END[A-Z ]{0,40}PRIVATE KEY-----|\Z)",
-    re.S,
-)
-_URL = re.compile(r"\b[A-Za-z][A-Za-z#+.-]{0,30}://[^\s\"'<>]*")
-_ADDRESS = re.compile(r"(?<![\w#.+-])[\w#.+-]+@[A-Za-z#-]+(?:\.[A-Za-z#-]+)*(?![\w#-])")
-# Token formats of common services (digits are ``#``, so lengths are at least these).
-_KNOWN_PREFIX = re.compile(
-    r"hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox|AKIA|ASIA|AIza|npm_|pypi-|eyJ"
-)
-_KNOWN_TOKEN = re.compile(
-    r"(?<![\w#-])(?:hf_[A-Za-z#]{12,}|gh[pousr]_[A-Za-z#]{4,}|github_pat_[\w#]{8,}"
-    r"|glpat-[\w#-]{8,}|sk-(?:ant-|proj-)?[\w#-]{12,}|xox[abposr]-[\w#-]{6,}"
-    r"|(?:AKIA|ASIA)[A-Z#]{4,16}|AIza[\w#-]{16,}|npm_[A-Za-z#]{12,}|pypi-[\w#-]{16,}"
-    r"|eyJ[\w#-]{4,}\.[\w#-]{4,}\.[\w#-]{4,})(?![\w#-])"
-)
-_LONG_RUN = re.compile(r"[A-Za-z#+/]{12}")
-# Hex strings (a 32-digit one has about 20 characters once its digits are masked).
-_HEX = re.compile(r"(?<![\w#-])[#a-fA-F]{12,}(?![\w#-])")
-# Long random-looking strings (checked by ``_looks_random``): AWS secret keys and the like.
-_RANDOM = re.compile(r"(?<![\w#+/=-])[A-Za-z#+/]{28,}={0,2}(?![\w#+/=-])")
-_IN_WORDS = re.compile(r"[A-Z]?[a-z]{3,}")
-_WINDOWS_PATH = re.compile(
-    r"(?<![\w#])[A-Za-z]:[\\/][^\s\"'<>|*?,;]*|\\\\[^\s\\\"'<>]+\\[^\s\"'<>]*"
-)
-_PATH_PART = r"[^\s/\"'<>|:;,()\[\]{}=*?\\]"
-_POSIX_PATH = re.compile(
-    rf"(?<![\w#.~/\\-])/{_PATH_PART}+(?:/{_PATH_PART}*)*"
-    rf"|(?<![\w#.])~[\w#.-]*/{_PATH_PART}*(?:/{_PATH_PART}*)*"
-)
-_TLDS = (
-    "com|net|org|io|ai|edu|gov|local|localdomain|lan|internal|intranet|corp|cluster|cloud"
-    "|uk|de|fr|cn|jp|eu|ch"
-)
-_HAS_TLD = re.compile(rf"\.(?:{_TLDS})(?![\w#.-])", re.I)
-_HOST = re.compile(
-    rf"(?<![\w#.-])(?:[A-Za-z#](?:[A-Za-z#-]{{0,61}}[A-Za-z#])?\.)+(?:{_TLDS})(?![\w#.-])",
-    re.I,
-)
-# An IPv4 address, its numbers masked (``10.1.2.3:29500``); ``2025.3.1.90-...`` is a version.
-_IPV4 = re.compile(r"(?<![\w#.])#\.#\.#\.#(?![\w#.-])")
-
-
-@functools.lru_cache(maxsize=1 << 12)
-def _secret_name(name: str) -> int:
-    """2 for a name of the password family, 1 for another secret's name, else 0."""
-    lower = name.lower()
-    if not any(stem in lower for stem in _SECRET_STEMS):
-        return 0
-    words = [w.lower() for w in _WORD.findall(name)]
-    if any(stem in lower for stem in _PASSWORD_STEMS):
-        return 2 if words and any(stem in words[-1] for stem in _PASSWORD_STEMS) else 1
-    for i, word in enumerate(words):
-        if "secret" in word or word in _SECRET_WORDS or word.endswith("token"):
-            return 1
-        if word == "session" and words[i + 1 : i + 2] in (["id"], ["key"], ["token"]):
-            return 1
-    return 1 if words and words[-1] in ("key", "keys") else 0
-
-
-def _assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
-    """The values of settings whose name says secret."""
-    end = 0
-    for name in _NAME.finditer(pattern):
-        if name.start() < end:
-            continue
-        strength = _secret_name(name[0])
-        if not strength:
-            continue
-        found = _SEPARATOR_VALUE.match(pattern, name.end())
-        if found is None:
-            continue
-        value = found["value"]
-        if found["op"] is None and (
-            not (strength == 2 or name[0].startswith("-"))
-            or not any(c.isspace() for c in found["sep"])
-            or value.startswith("-")
-        ):
-            continue
-        if _HARMLESS.fullmatch(value.strip("\"'`")):
-            continue
-        yield found.start("value"), found.end("value"), SECRET
-        end = found.end()
-
-
-def _tool_flags(pattern: str) -> Iterator[tuple[int, int, str]]:
-    """The values of the password flags of the tools in ``_TOOL_FLAGS``."""
-    end = 0
-    for tool in _TOOL.finditer(pattern):
-        if tool.start() < end:
-            continue
-        stop = _COMMAND_END.search(pattern, tool.end())
-        end = stop.start() if stop else len(pattern)
-        flags = _TOOL_FLAGS[tool["tool"]]
-        for flag in _SHORT_FLAG.finditer(pattern, tool.end(), end):
-            if flag["flag"] in flags:
-                yield flag.start("value"), flag.end("value"), SECRET
-
-
-def _auth_value(match: re.Match) -> bool:
-    return match["scheme"].lower() == "bearer" or _looks_random(match["value"])
-
-
-def _looks_random(value: str) -> bool:
-    """Letters and digits mixed, and mostly not in words: a key, not an identifier such as
-    ``Conv2dWgradOutputGradientTileAccessIteratorOptimized``."""
-    if "#" not in value or not any(c.isalpha() for c in value):
-        return False
-    in_words = sum(len(m) for m in _IN_WORDS.findall(value))
-    return in_words < len(value) / 2
-
-
-def _is_hex(match: re.Match) -> bool:
-    return match[0].count("#") >= 2 and sum(c.isalpha() for c in match[0]) >= 2
-
-
-def _found(pattern: re.Pattern, kind: str, group: str | int = 0, keep=None):
-    def spans(text: str) -> Iterator[tuple[int, int, str]]:
-        for m in pattern.finditer(text):
-            if keep is None or keep(m):
-                yield m.start(group), m.end(group), kind
-
-    return spans
-
-
-def _has_secret_word(text: str) -> bool:
-    lower = text.lower()
-    return any(stem in lower for stem in _SECRET_STEMS)
-
-
-# (whether a text may hold it, its spans), in order: a later rule sees the placeholders of the
-# earlier ones. A setting's value goes whole, whatever it holds (``password=p@ss:word``); a
-# URL's ``user:password`` is one URL.
-_RULES = (
-    (lambda t: "PRIVATE KEY" in t, _found(_PRIVATE_KEY, SECRET)),
-    (
-        lambda t: any(w in t.lower() for w in ("bearer", "basic", "token")),
-        _found(_AUTH, SECRET, "value", _auth_value),
-    ),
-    (_has_secret_word, _assignments),
-    (_TOOL.search, _tool_flags),
-    (lambda t: "://" in t, _found(_URL, URL)),
-    (lambda t: "@" in t, _found(_ADDRESS, ADDRESS)),
-    (_KNOWN_PREFIX.search, _found(_KNOWN_TOKEN, SECRET)),
-    (_LONG_RUN.search, _found(_HEX, SECRET, keep=_is_hex)),
-    (_LONG_RUN.search, _found(_RANDOM, SECRET, keep=lambda m: _looks_random(m[0]))),
-    (lambda t: ":\\" in t or ":/" in t or "\\\\" in t, _found(_WINDOWS_PATH, LOCAL_PATH)),
-    (lambda t: "/" in t, _found(_POSIX_PATH, LOCAL_PATH)),
-    (_HAS_TLD.search, _found(_HOST, HOST)),
-    (lambda t: "#.#.#.#" in t, _found(_IPV4, HOST)),
-)
-
-# A plan: the scrubbed pattern, and for each of its ``#`` that a placeholder holds (by the
-# ``#``'s index), the placeholder's letters and how many runs of digits its part held.
-_Plan = tuple[str, tuple[tuple[int, str, int], ...]]
-
-
-class _TooLong(Exception):
-    """The scrubbed text would be longer than the caller allows."""
-
-
-class _Scrubber:
-    """:func:`scrub_text` with one key. What a pattern becomes is remembered (patterns repeat
-    far more than texts: ``step 1``, ``step 2``, ...), and so is each part's hash."""
-
-    def __init__(self, key: bytes):
-        self._key = key
-        self._cached_plan = functools.lru_cache(maxsize=1 << 16)(self._plan)
-        self._cached_scrub = functools.lru_cache(maxsize=1 << 16)(self._scrub)
-        self._letters = functools.lru_cache(maxsize=1 << 12)(self._letters_of)
-        self._digits = functools.lru_cache(maxsize=1 << 12)(self._digits_of)
-
-    def __call__(self, text: str, max_chars: int | None = None) -> str:
-        """``text`` scrubbed; ``_TooLong`` when that is longer than ``max_chars``."""
-        if len(text) <= _CACHED_CHARS // 4:
-            scrubbed = self._cached_scrub(text)
-        else:
-            scrubbed = self._scrub(text, max_chars)
-        if max_chars is not None and len(scrubbed) > max_chars:
-            raise _TooLong
-        return scrubbed
-
-    def _scrub(self, text: str, max_chars: int | None = None) -> str:
-        pattern = _RUN.sub("#", text)
-        if len(pattern) <= _CACHED_CHARS:
-            plan = self._cached_plan(pattern)
-        else:
-            plan = self._plan(pattern, max_chars)
-        if plan is None:
-            return text
-        scrubbed, held = plan
-        runs = (m[0] for m in _RUN.finditer(text))
-        marks = iter(held)
-        mark = next(marks, None)
-        index = -1
-
-        def fill(_match: re.Match) -> str:
-            # The text's own run, or the digits of a placeholder over the next runs.
-            nonlocal index, mark
-            index += 1
-            if mark is None or mark[0] != index:
-                return next(runs)
-            _, letters, count = mark
-            mark = next(marks, None)
-            return self._digits(letters, tuple(next(runs) for _ in range(count)))
-
-        return _HASH.sub(fill, scrubbed) if "#" in scrubbed else scrubbed
-
-    def _plan(self, pattern: str, max_chars: int | None = None) -> _Plan | None:
-        """What ``pattern`` becomes, or None when nothing in it is replaced."""
-        held: list[tuple[int, str, int]] = []
-        changed = False
-        for may_hold, find in _RULES:
-            if may_hold(pattern):
-                replaced = self._replaced(pattern, held, find(pattern))
-                if replaced is not None:
-                    pattern, held = replaced
-                    changed = True
-                    if max_chars is not None and len(pattern) > max_chars:
-                        raise _TooLong
-        return (pattern, tuple(held)) if changed else None
-
-    def _replaced(
-        self, pattern: str, held: list[tuple[int, str, int]], spans
-    ) -> tuple[str, list[tuple[int, str, int]]] | None:
-        """``pattern`` with each (start, end, kind) of ``spans`` (in order, apart) replaced by a
-        placeholder, and the placeholders' ``#`` re-indexed; None when there is none."""
-        out = io.StringIO()
-        new_held: list[tuple[int, str, int]] = []
-        at = index = new_index = h = 0  # position, # before it, in the new pattern, in held
-        found = False
-        for start, end, kind in spans:
-            found = True
-            before = pattern.count("#", at, start)
-            while h < len(held) and held[h][0] < index + before:
-                new_held.append((held[h][0] - index + new_index, *held[h][1:]))
-                h += 1
-            out.write(pattern[at:start])
-            index, new_index = index + before, new_index + before
-            part = pattern[start:end]
-            inside = part.count("#")
-            runs = inside
-            while h < len(held) and held[h][0] < index + inside:
-                runs += held[h][2] - 1
-                h += 1
-            letters = self._letters(part)
-            if inside:
-                out.write(f"<{kind}:{letters}#>")
-                new_held.append((new_index, letters, runs))
-                new_index += 1
-            else:
-                out.write(f"<{kind}:{letters}>")
-            index += inside
-            at = end
-        if not found:
-            return None
-        for mark in held[h:]:
-            new_held.append((mark[0] - index + new_index, *mark[1:]))
-        out.write(pattern[at:])
-        return out.getvalue(), new_held
-
-    def _letters_of(self, part: str) -> str:
-        """The letters of the placeholder of ``part`` (a pattern)."""
-        number = int.from_bytes(self._hash(b"p", part.encode("utf-8", "surrogatepass")), "big")
-        letters = []
-        for _ in range(_LETTERS):
-            number, r = divmod(number, 26)
-            letters.append(chr(ord("a") + r))
-        return "".join(letters)
-
-    def _digits_of(self, letters: str, runs: tuple[str, ...]) -> str:
-        """The digits of the placeholder ``letters`` over a part that held ``runs``."""
-        data = (letters + "\0" + "\0".join(runs)).encode("utf-8")
-        return f"{int.from_bytes(self._hash(b't', data), 'big') % 10**_DIGITS:0{_DIGITS}d}"
-
-    def _hash(self, domain: bytes, data: bytes) -> bytes:
-        return hmac.new(self._key, domain + data, hashlib.sha256).digest()[:16]
-
-
-_SCRUBBER = _Scrubber(os.urandom(32))
-
-
-def scrub_text(text: str, key: bytes | None = None) -> str:
-    """``text`` with secrets, local paths, e-mail addresses, URLs and host names replaced by
-    placeholders (``<secret:…>``, ``<path:…>``, ``<address:…>``, ``<url:…>``, ``<host:…>``, see
-    ``PLACEHOLDER``) that keep which texts are equal and which have equal range patterns.
-
-    Names stay as they are: ``aten::add``, ``Batch 12``, ``loss=0.5``, ``max_tokens=4096``,
-    ``void at::native::vectorized_elementwise_kernel<4, ...>``. What is replaced: the value
-    after a name that says secret (``HF_TOKEN=``, ``--hf-token``, ``api_key :=``,
-    ``AccountKey=``, ``:password =>``, ``password:`` and a new line, ``PGPASSWORD=(...)``),
-    whatever it looks like; the password flags of common tools (``sshpass -p``); the token
-    after ``Bearer``; the formats of common services' keys (``hf_``, ``ghp_``, ``sk-``,
-    ``AKIA``, JWTs); hex and random-looking strings; absolute paths (``/home/...``, ``~/...``,
-    ``C:\\Users\\...``), ``user@host``, URLs, host names with a known top-level domain and
-    IPv4 addresses.
-
-    The placeholders are keyed hashes: with the same ``key`` (bytes) a text always becomes
-    the same; without one, a key made for this process is used.
-    """
-    return (_SCRUBBER if key is None else _Scrubber(key))(text)

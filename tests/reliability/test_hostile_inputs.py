@@ -136,7 +136,7 @@ def test_sqlite_work_past_the_budget_is_one_line_error(tmp_path, monkeypatch):
 
     monkeypatch.setattr(reader, "_OPS_PER_BYTE", 0)
     monkeypatch.setattr(reader, "_MIN_OPS", 200_000)
-    monkeypatch.setattr(reader, "_OPS_PER_CHECK", 1_000)
+    monkeypatch.setattr(reader, "OPS_PER_CHECK", 1_000)
     path = crafted(tmp_path)
     from click.testing import CliRunner
 

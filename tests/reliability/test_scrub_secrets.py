@@ -1055,16 +1055,16 @@ def test_the_growth_limit_says_so_in_one_line_and_leaves_nothing(
 
 
 def test_the_work_budget_ends_a_scrub_in_one_line(tmp_path, monkeypatch):
-    from nsysprobe.trace import scrub
+    from nsysprobe.trace import reader  # scrub works within the reader's budget
 
-    monkeypatch.setattr(scrub, "_MIN_OPS", 1000)
-    monkeypatch.setattr(scrub, "_OPS_PER_BYTE", 0)
-    monkeypatch.setattr(scrub, "_OPS_PER_CHECK", 100)
+    monkeypatch.setattr(reader, "_MIN_OPS", 1000)
+    monkeypatch.setattr(reader, "_OPS_PER_BYTE", 0)
+    monkeypatch.setattr(reader, "OPS_PER_CHECK", 100)
     src = SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite"
     out = tmp_path / "out" / "shared.sqlite"
     out.parent.mkdir()
     result = invoke("scrub", str(src), "-o", str(out))
     assert result.exit_code == 2
     line = one_error_line(result.output)
-    assert line.startswith(f"nsysprobe: error: {src}: scrubbing it took more than 1e+03 SQLite")
+    assert line.startswith(f"nsysprobe: error: {src}: reading it took more than 1e+03 SQLite")
     assert list(out.parent.iterdir()) == []

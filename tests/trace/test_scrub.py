@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import nsysprobe
 from nsysprobe.cli import main
 from nsysprobe.trace.reader import range_pattern
-from nsysprobe.trace.scrub import PLACEHOLDER, scrub_text
+from nsysprobe.trace.secrets import PLACEHOLDER, scrub_text
 
 from exports import Export
 
