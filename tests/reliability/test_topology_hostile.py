@@ -316,3 +316,16 @@ def test_placement_beside_a_process_named_in_bytes_that_are_not_utf8():
         child.wait()
     first = output.splitlines()[0]
     assert first.startswith(f"main {child.pid} ") and "-rank: CPUs " in first, first
+
+
+def test_a_slurm_job_whose_cpuset_leaves_a_gpus_node_without_cpus():
+    # nvidia-smi topo -m inside such a job prints an empty CPU Affinity cell for GPUs 4-7
+    # (tests/numa/data/slurm_cpuset; the cases are in tests/numa/test_slurm_cpuset.py). Before:
+    # "NUMA node 1 is not in ... (nodes: 0)", exit 2.
+    data = Path(__file__).resolve().parents[1] / "numa" / "data" / "slurm_cpuset"
+    shown = result(nsysprobe("topo", "--from", str(data)))
+    assert "GPU 4: node 1" in shown
+    assert "binding to node 1 is impossible in this job" in shown
+    assert "0-15,56-71" in shown
+    planned = result(nsysprobe("numa", "plan", "--from", str(data), "--mode", "node"))
+    assert "rank 4 -> GPU 4 (node 1): unbound: this job may use no CPU of node 1" in planned
