@@ -62,7 +62,7 @@ def measure(folder: Path, workers: int, slow: str) -> dict:
 
     from distributed import Client, LocalCluster
 
-    from nsysprobe.many import analyze_many
+    from nsysprobe.ranks.many import analyze_many
 
     with (
         LocalCluster(

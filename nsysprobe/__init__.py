@@ -9,13 +9,18 @@
 ('rank3',)
 """
 
+from nsysprobe.common.lazy import lazy_exports
 from nsysprobe.errors import NsysprobeError
-from nsysprobe.lazy import lazy_exports
 
 # Imported on first use: the command line imports only what its command needs.
 lazy_exports(
     __name__,
-    {"analyze": "report", "Report": "report", "analyze_many": "many", "ManyReport": "many"},
+    {
+        "analyze": "report.analyze",
+        "Report": "report.analyze",
+        "analyze_many": "ranks.many",
+        "ManyReport": "ranks.many",
+    },
 )
 
 __all__ = ["analyze", "analyze_many", "Report", "ManyReport", "NsysprobeError"]

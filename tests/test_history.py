@@ -9,8 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import nsysprobe
-from nsysprobe import history
 from nsysprobe.cli import main
+from nsysprobe.runs import history
 
 
 def run(*args):

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from nsysprobe.capture.locate import find_nsys
 from nsysprobe.cli import main
 from nsysprobe.errors import InputError, NsysNotFound
-from nsysprobe.ladder import (
+from nsysprobe.ladder.run import (
     EXPECTED,
     RUNGS,
     LadderFailed,
@@ -370,7 +370,7 @@ def test_a_failing_workload_exits_1_naming_the_rung_and_log(tmp_path, nsys):
 
 def test_the_package_does_not_import_torch():
     code = (
-        "import sys, nsysprobe.cli, nsysprobe.ladder, nsysprobe.render.ladder; "
+        "import sys, nsysprobe.cli, nsysprobe.ladder.run, nsysprobe.render.ladder; "
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from nsysprobe import analyze
 from nsysprobe.cli import main
 from nsysprobe.errors import InputError
-from nsysprobe.many import (
+from nsysprobe.ranks.many import (
     RankSummary,
     analyze_many,
     cross_rank,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import time
 
-from nsysprobe import progress as progress_mod
-from nsysprobe.progress import Progress
+from nsysprobe.common import progress as progress_mod
+from nsysprobe.common.progress import Progress
 
 
 class Terminal(io.StringIO):

@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 import nsysprobe
-from nsysprobe.diagnose import GPU_BOUND_IDLE_RATIO, MIN_GAIN_RATIO
+from nsysprobe.diagnose.rules import GPU_BOUND_IDLE_RATIO, MIN_GAIN_RATIO
 from nsysprobe.numa import load_recorded
 
 from conftest import SAMPLE_TRACES
@@ -158,7 +158,7 @@ def test_placement_replayed_with_the_recorded_topology():
 
 
 def test_compare_over_the_ladder_reproduces_its_table():
-    from nsysprobe.compare import compare_runs, load_run
+    from nsysprobe.runs.compare import compare_runs, load_run
 
     names = [n for n in MANIFEST if "extra" not in MANIFEST[n]]
     order = ["baseline", "multiworker", "pinned", "streams", "prefetch", "cached"]

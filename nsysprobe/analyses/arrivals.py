@@ -65,7 +65,7 @@ TIE_NS = 50_000
 # ``diagnose.MIN_GAIN_RATIO``: less is not worth a fix).
 MIN_HELD_UP_RATIO = 0.03
 # What a late rank's extra time per step in these buckets of its step account means, and the
-# recommendation (``nsysprobe.diagnose``) that removes it; ``memcpy X`` names match by prefix.
+# recommendation (``nsysprobe.diagnose.rules``) that removes it; ``memcpy X`` names match by prefix.
 CAUSES = (
     (
         ("loading", "loader_wait"),
@@ -127,7 +127,7 @@ class Cause:
     """Why a straggler is late: where its step account spends more than the others'."""
 
     what: str
-    recommendation: str  # a recommendation id of ``nsysprobe.diagnose`` ("gpu_work": none)
+    recommendation: str  # a recommendation id of ``nsysprobe.diagnose.rules`` ("gpu_work": none)
     buckets: tuple[str, ...]
     ns_per_step: float  # this rank's
     others_ns_per_step: float  # the other ranks' median

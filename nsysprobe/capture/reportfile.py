@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from nsysprobe.files import read_head
+from nsysprobe.common.files import read_head
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _MAGIC = b"NVIDIA Tegra Profiler Report "

@@ -12,7 +12,7 @@ one place (``_Group.main``):
 - a bug: ``nsysprobe: internal error: ...``, exit 70, the traceback with ``NSYSPROBE_DEBUG=1``.
 
 Everything printed goes through ``echo``, which escapes control and format characters
-(``nsysprobe.safetext``): names from a trace cannot drive the terminal.
+(``nsysprobe.common.safetext``): names from a trace cannot drive the terminal.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import traceback
 
 import click
 
+from nsysprobe.common.safetext import name, one_line, printable
 from nsysprobe.errors import NsysprobeError
-from nsysprobe.safetext import name, one_line, printable
 
 # Exit codes besides the errors' own (2).
 INTERRUPTED = 128 + signal.SIGINT

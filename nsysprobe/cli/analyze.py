@@ -13,7 +13,7 @@ from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_output
 from nsysprobe.errors import InputError
 from nsysprobe.numa.topology import Topology
 from nsysprobe.render import FORMATS, render
-from nsysprobe.report import check_min_gap_ms
+from nsysprobe.report.analyze import check_min_gap_ms
 
 
 def is_many(path: str) -> bool:
@@ -40,7 +40,7 @@ def check_rank_limit(_ctx, param: click.Parameter, value: float | None) -> float
 
 def warn_over_cpus(workers: int | None) -> None:
     """Say that a --workers above the CPUs this process may use starts fewer workers."""
-    from nsysprobe.many import usable_cpus
+    from nsysprobe.ranks.many import usable_cpus
 
     cpus = usable_cpus()
     if workers is not None and workers > cpus:

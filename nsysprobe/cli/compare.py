@@ -10,11 +10,11 @@ import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
 from nsysprobe.cli import echo
-from nsysprobe.compare import check_percentage, compare_runs, gate, load_run, parse_condition
-from nsysprobe.progress import Progress
+from nsysprobe.common.progress import Progress
+from nsysprobe.common.safetext import name
 from nsysprobe.render.comparison import RENDERERS
-from nsysprobe.report import check_min_gap_ms
-from nsysprobe.safetext import name
+from nsysprobe.report.analyze import check_min_gap_ms
+from nsysprobe.runs.compare import check_percentage, compare_runs, gate, load_run, parse_condition
 
 
 @click.command()

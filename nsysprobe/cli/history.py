@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from nsysprobe import history as history_db
 from nsysprobe.cli import echo
+from nsysprobe.common.safetext import one_line
 from nsysprobe.render.sections import pct
-from nsysprobe.safetext import one_line
+from nsysprobe.runs import history as history_db
 
 # More rows than anybody reads, and within SQLite's LIMIT (a 64-bit integer).
 MAX_LIMIT = 1_000_000

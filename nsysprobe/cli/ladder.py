@@ -1,4 +1,4 @@
-"""``nsysprobe ladder``: parse options, call nsysprobe.ladder, print the table."""
+"""``nsysprobe ladder``: parse options, call nsysprobe.ladder.run, print the table."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from nsysprobe.cli import echo
-from nsysprobe.ladder import RUNGS, WorkloadOptions, check_ladder, run_ladder, select_rungs
+from nsysprobe.ladder.run import RUNGS, WorkloadOptions, check_ladder, run_ladder, select_rungs
 from nsysprobe.render.ladder import RENDERERS, render_ladder
 
 

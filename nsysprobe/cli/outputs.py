@@ -14,10 +14,10 @@ import click
 
 from nsysprobe.capture.runfolder import export_of
 from nsysprobe.cli import echo
+from nsysprobe.common.progress import Progress
+from nsysprobe.common.writer import check_output, write_output
 from nsysprobe.errors import NsysprobeError
-from nsysprobe.progress import Progress
-from nsysprobe.report import Report
-from nsysprobe.writer import check_output, write_output
+from nsysprobe.report.analyze import Report
 
 
 def _check_html(ctx: click.Context, _param, value: Path | None) -> Path | None:
@@ -64,7 +64,7 @@ def report_outputs(command):
 
 def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
     """Export if needed and analyze ``path`` with a progress line, then write the outputs."""
-    from nsysprobe.report import analyze
+    from nsysprobe.report.analyze import analyze
 
     source = Path(path)
     if outputs.get("html") is not None:  # the trace itself is known now
@@ -84,7 +84,7 @@ def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
 def analyze_many_with_outputs(paths: tuple[str, ...], outputs: dict, **options):
     """Analyze one report per rank on Dask with a progress line, then write ``--html``. The
     history records single reports, so the cross-rank view is not recorded there."""
-    from nsysprobe.many import analyze_many, expand_paths
+    from nsysprobe.ranks.many import analyze_many, expand_paths
 
     inputs = expand_paths(paths)
     if outputs.get("html") is not None:  # the reports are known now
@@ -122,7 +122,7 @@ def save_outputs(
         _write_html(render_html(report, timeline), outputs, paths.values())
         paths["html"] = html
     if not outputs.get("no_history"):
-        from nsysprobe import history
+        from nsysprobe.runs import history
 
         try:
             history.record(report, command_line(), paths, outputs.get("history_path"))

@@ -25,7 +25,7 @@ def _with_rung(rung: str | None, workload: tuple[str, ...]) -> tuple[str, ...]:
         if not workload:
             raise InputError("give a WORKLOAD (a script or a command) or --rung NAME")
         return workload
-    from nsysprobe.ladder import WORKLOADS
+    from nsysprobe.ladder.run import WORKLOADS
 
     script = WORKLOADS / f"{rung}.py"
     known = sorted(

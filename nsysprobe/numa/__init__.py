@@ -4,7 +4,7 @@ The package never imports torch: workers are bound through a plain callable, and
 found through sysfs or recorded ``nvidia-smi topo -m`` output.
 """
 
-from nsysprobe.lazy import lazy_exports
+from nsysprobe.common.lazy import lazy_exports
 
 _WHERE = {
     **dict.fromkeys(["Binding", "BindOutcome", "NumaBindingWarning", "apply_binding"], "bind"),

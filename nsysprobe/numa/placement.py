@@ -15,7 +15,7 @@ Verdicts, for a GPU on node G:
 
 On a machine with one node holding CPUs every placement is local and binding cannot help.
 
-``/proc`` is read with the bounds of ``nsysprobe.files``: a process that exits midway,
+``/proc`` is read with the bounds of ``nsysprobe.common.files``: a process that exits midway,
 a file that is not a regular one (under a ``--root`` that is not a real ``/proc``) or bytes that
 are not UTF-8 (a thread may name itself anything) make that entry unknown, never a hang.
 """
@@ -27,8 +27,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsysprobe.common.files import read_lines, read_text
 from nsysprobe.errors import TopologyError
-from nsysprobe.files import read_lines, read_text
 from nsysprobe.numa.cpulist import format_cpulist, parse_cpulist, parse_nodelist
 from nsysprobe.numa.plan import visible_gpus
 from nsysprobe.numa.topology import SYSFS_MAX_BYTES, Topology, nodes_of, single_cpu_node

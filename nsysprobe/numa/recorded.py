@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from nsysprobe.common.files import read_text
 from nsysprobe.errors import TopologyError
-from nsysprobe.files import read_text
 from nsysprobe.numa.cpulist import (
     MAX_CPUS,
     MAX_LIST_CHARS,

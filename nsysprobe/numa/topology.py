@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from nsysprobe.common.files import read_text
 from nsysprobe.errors import TopologyError
-from nsysprobe.files import read_text
 from nsysprobe.numa.cpulist import format_cpulist, parse_cpulist, parse_id
 
 # The largest sysfs or /proc file read whole (a CPU list of 8192 CPUs, /proc/PID/status) is

@@ -6,7 +6,7 @@ from nsysprobe.errors import InputError
 from nsysprobe.render.jsonfmt import render_json
 from nsysprobe.render.markdown import render_markdown
 from nsysprobe.render.text import render_text
-from nsysprobe.report import Report
+from nsysprobe.report.analyze import Report
 
 FORMATS = ("text", "json", "markdown")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from nsysprobe.compare import SCHEMA_VERSION, Comparison, Difference
-from nsysprobe.metrics import RunMetrics
 from nsysprobe.render.markdown import escape
 from nsysprobe.render.sections import ms, size
+from nsysprobe.report.metrics import RunMetrics
+from nsysprobe.runs.compare import SCHEMA_VERSION, Comparison, Difference
 
 HEADER = (
     "run",

@@ -22,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from nsysprobe.analyses.events import range_pattern
 from nsysprobe.analyses.timeline import KINDS, Timeline
 from nsysprobe.render.sections import Section, headline, ms, pct, sections
-from nsysprobe.report import Report
+from nsysprobe.report.analyze import Report
 
 STEPS_CHARTED = 40
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from nsysprobe.report import Report
+from nsysprobe.report.analyze import Report
 
 
 def report_dict(report: Report) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from nsysprobe.ladder import Ladder, Row
+from nsysprobe.ladder.run import Ladder, Row
 from nsysprobe.render.markdown import escape
 
 HEADER = (

@@ -3,7 +3,7 @@ slowest ranks and what distinguishes them, then the reports that could not be an
 
 Columns of the rank table: steps, steps/s (1 / median step), median step, GPU busy, GPU idle
 per step (median), pageable HtoD bytes and OS-runtime call time (totals over the capture),
-step start lag (see ``nsysprobe.many``), the per-step test against every other rank pooled,
+step start lag (see ``nsysprobe.ranks.many``), the per-step test against every other rank pooled,
 and the top recommendation.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from nsysprobe.many import ManyReport, RankSummary, RankVerdict
+from nsysprobe.ranks.many import ManyReport, RankSummary, RankVerdict
 from nsysprobe.render.markdown import escape, section_lines
 from nsysprobe.render.sections import Section, arrivals_section, ms, pct, size
 from nsysprobe.render.text import _table as text_table

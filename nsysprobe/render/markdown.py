@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 
 from nsysprobe.render.sections import Section, headline, pct, sections
-from nsysprobe.report import Report
+from nsysprobe.report.analyze import Report
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
 

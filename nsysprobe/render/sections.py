@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from nsysprobe.analyses.arrivals import ROUND_UNITS, Arrivals
 from nsysprobe.numa.cpulist import format_cpulist as cpulist
-from nsysprobe.report import Report
+from nsysprobe.report.analyze import Report
 
 
 @dataclass(frozen=True)

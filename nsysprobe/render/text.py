@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nsysprobe.render.sections import Section, headline, pct, sections
-from nsysprobe.report import Report
+from nsysprobe.report.analyze import Report
 
 MAX_CELL = 70
 

@@ -19,7 +19,7 @@ Files from strangers are read within limits that are part of the design:
 - SQLite's limits bound one value (``_MAX_VALUE_BYTES``) and a budget bounds the work of all
   queries on one export (``_OPS_PER_BYTE`` VM steps per byte of the file): an export past them
   is a one-line error, not a hang;
-- every text becomes a name (``nsysprobe.safetext.name``): at most ``NAME_CHARS`` characters,
+- every text becomes a name (``nsysprobe.common.safetext.name``): at most ``NAME_CHARS`` characters,
   control and format characters escaped, so nothing downstream prints a 20 MB name or a
   terminal escape;
 - the path must be a regular file (a FIFO named ``x.sqlite`` would block ``open``); a WAL
@@ -50,10 +50,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from nsysprobe.common.files import open_regular, read_head
+from nsysprobe.common.safetext import NAME_CHARS
+from nsysprobe.common.safetext import name as _name
 from nsysprobe.errors import InputError, TraceError
-from nsysprobe.files import open_regular, read_head
-from nsysprobe.safetext import NAME_CHARS
-from nsysprobe.safetext import name as _name
 from nsysprobe.trace.heap import large_blocks_mapped
 from nsysprobe.trace.schema import (
     CAPTURE_EVENT_TYPE,

@@ -28,9 +28,9 @@ The export is read as the reader reads it (``Trace``: the tables SQLite calls pl
 never a view or a virtual table; a WAL export with a pending ``-wal`` from a private copy, so
 nothing appears beside it), through a read-only attachment, so none of its triggers can fire,
 and within the reader's work budget (``reader.WorkBudget``). The copy is built in a private
-folder beside the output (``nsysprobe.writer.scratch_dir``) and holds only scrubbed content at
-every moment; it is linked into place when complete (``publish``), so a run that is killed
-leaves no unscrubbed byte behind and two runs never both write one file. SQLite keeps no
+folder beside the output (``nsysprobe.common.writer.scratch_dir``) and holds only scrubbed
+content at every moment; it is linked into place when complete (``publish``), so a run that is
+killed leaves no unscrubbed byte behind and two runs never both write one file. SQLite keeps no
 journal and its temporary table in memory within a page limit; text values are limited to 16
 MiB, and the copy to twice the export's size plus the text's growth by placeholders (at most
 ``MAX_TEXT_GROWTH`` times the export's size): a crafted export cannot make scrub write
@@ -51,11 +51,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsysprobe.common.writer import check_output, publish, scratch_dir
 from nsysprobe.errors import InputError, TraceError
 from nsysprobe.trace import schema
 from nsysprobe.trace.reader import Trace, WorkBudget, table_kinds
 from nsysprobe.trace.secrets import Scrubber, TooLong
-from nsysprobe.writer import check_output, publish, scratch_dir
 
 try:
     import resource
@@ -105,7 +105,7 @@ def scrub(source: str | Path, output: str | Path, *, force: bool = False) -> Scr
     ``force``, and never when it is ``source`` (or its ``-wal``, ``-shm`` or ``-journal``
     file), a folder, a FIFO, a device or a link."""
     source, output = Path(source), Path(output)
-    inputs = [source]  # its -wal, -shm and -journal files too (``nsysprobe.writer``)
+    inputs = [source]  # its -wal, -shm and -journal files too (``nsysprobe.common.writer``)
     # The same checks and one-line errors as analyze (a FIFO included), and the same reading:
     # the copy attaches the URI the reader reads through, while the trace is open.
     with Trace(source) as trace:

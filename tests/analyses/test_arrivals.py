@@ -25,8 +25,8 @@ from nsysprobe.analyses.arrivals import (
     RankCollectives,
     analyze_arrivals,
 )
-from nsysprobe.compare import mann_whitney
-from nsysprobe.many import cross_rank, summarize_report
+from nsysprobe.ranks.many import cross_rank, summarize_report
+from nsysprobe.runs.compare import mann_whitney
 
 from conftest import shared_trace
 

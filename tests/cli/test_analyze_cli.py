@@ -171,9 +171,9 @@ def test_help_teaches():
 NOT_FOR_ONE_REPORT = [
     "dask",
     "distributed",
-    "nsysprobe.many",
-    "nsysprobe.compare",
-    "nsysprobe.ladder",
+    "nsysprobe.ranks.many",
+    "nsysprobe.runs.compare",
+    "nsysprobe.ladder.run",
     "nsysprobe.numa.launch",
     "nsysprobe.numa.plan",
     "nsysprobe.render.html",
@@ -206,11 +206,11 @@ def modules_after(*args) -> set[str]:
 def test_one_report_imports_only_what_it_uses(tmp_path):
     trace = SAMPLE_TRACES / "h200_pinned.sqlite"
     loaded = modules_after("analyze", trace, "--format", "json")
-    assert {"nsysprobe.report", "nsysprobe.history"} <= loaded
+    assert {"nsysprobe.report.analyze", "nsysprobe.runs.history"} <= loaded
     assert sorted(set(NOT_FOR_ONE_REPORT) & loaded) == []
     with_html = modules_after("analyze", trace, "--html", tmp_path / "r.html", "--no-history")
     assert "nsysprobe.render.html" in with_html
-    assert sorted({"nsysprobe.history", "sqlite_utils"} & with_html) == []
+    assert sorted({"nsysprobe.runs.history", "sqlite_utils"} & with_html) == []
 
 
 def test_lazy_exports_are_the_functions_even_after_their_submodule_loads():

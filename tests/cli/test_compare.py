@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from nsysprobe.cli import main
-from nsysprobe.compare import mann_whitney
+from nsysprobe.runs.compare import mann_whitney
 
 from conftest import SAMPLE_TRACES
 

@@ -303,7 +303,7 @@ def test_a_missing_file_with_escapes_in_its_name_is_one_safe_line(tmp_path):
 def test_progress_lines_escape_the_names_they_show():
     import io
 
-    from nsysprobe.progress import Progress
+    from nsysprobe.common.progress import Progress
 
     stream = io.StringIO()
     progress = Progress(stream, enabled=True)
@@ -421,7 +421,7 @@ def test_many_ranks_refuse_an_html_that_is_a_report_before_analyzing(tmp_path):
         "--html",
         str(two),
         "--force",
-        patch=pause_at("nsysprobe.many:analyze_many", marker),
+        patch=pause_at("nsysprobe.ranks.many:analyze_many", marker),
         timeout=30,
     )
     assert "is an input of this command" in _one_error_line(done, "many --html")
@@ -581,7 +581,7 @@ def test_ctrl_c_during_the_analysis_exits_130(tmp_path):
         "analyze",
         str(crafted(tmp_path)),
         "--no-history",
-        patch=pause_at("nsysprobe.report:analyze_trace", marker),
+        patch=pause_at("nsysprobe.report.analyze:analyze_trace", marker),
         on_start=lambda proc: (wait_for(marker), os.kill(proc.pid, signal.SIGINT)),
     )
     assert done.code == 130, done.stderr

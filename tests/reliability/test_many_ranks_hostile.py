@@ -178,7 +178,7 @@ def test_a_worker_killed_midway_is_that_ranks_error(tmp_path, slow_report):
     import dask
     from distributed import Client, LocalCluster
 
-    from nsysprobe.many import analyze_many
+    from nsysprobe.ranks.many import analyze_many
 
     killed: list[int] = []
     stop = threading.Event()

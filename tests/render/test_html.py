@@ -275,7 +275,7 @@ def test_html_refuses_to_overwrite_without_force(rung, tmp_path):
 
 def test_html_never_replaces_a_file_that_appeared(tmp_path, monkeypatch):
     out = tmp_path / "late.html"
-    import nsysprobe.writer as writer
+    import nsysprobe.common.writer as writer
 
     # the file appears after the early checks (another process), before the write lands
     checks = []

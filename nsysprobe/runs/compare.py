@@ -37,9 +37,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsysprobe.analyses.stats import mann_whitney
+from nsysprobe.common.safetext import name
 from nsysprobe.errors import InputError
-from nsysprobe.metrics import PATH_CHARS, RunMetrics, metrics_from_json, metrics_of, parse_json
-from nsysprobe.safetext import name
+from nsysprobe.report.metrics import (
+    PATH_CHARS,
+    RunMetrics,
+    metrics_from_json,
+    metrics_of,
+    parse_json,
+)
 
 SCHEMA_VERSION = 1
 ALPHA = 0.05
@@ -223,7 +229,7 @@ def load_run(spec: str, *, history_path: Path | None = None, analyze_options=Non
     if exists:
         return _from_trace(path, analyze_options or {})
     if spec.isascii() and spec.isdigit():
-        from nsysprobe import history
+        from nsysprobe.runs import history
 
         entry = history.get(history.entry_id(spec), history_path)
         return _run(f"#{entry.id} {entry.metrics.trace}", f"history #{entry.id}", entry.metrics)
@@ -254,7 +260,7 @@ def _run(label: str, source: str, metrics: RunMetrics) -> Run:
 
 
 def _from_trace(path: Path, options: dict) -> Run:
-    from nsysprobe.report import analyze
+    from nsysprobe.report.analyze import analyze
 
     report = analyze(path, **options)
     return _run(path.name, str(path), metrics_of(report))

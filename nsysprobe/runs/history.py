@@ -1,9 +1,9 @@
 """The local history of analyses: every ``analyze`` and ``run`` records one entry.
 
 An entry holds when, the command, the paths involved (trace, export, HTML, run folder) and the
-run's headline figures (``nsysprobe.metrics``, per-step wall times included, so ``compare`` can
-test an entry against a new run without its trace). The database is SQLite, written through
-sqlite-utils, at the first of:
+run's headline figures (``nsysprobe.report.metrics``, per-step wall times included, so
+``compare`` can test an entry against a new run without its trace). The database is SQLite,
+written through sqlite-utils, at the first of:
 
     --history PATH                      (the commands' option)
     $NSYSPROBE_HISTORY
@@ -35,8 +35,10 @@ from pathlib import Path
 
 import sqlite_utils
 
+from nsysprobe.common.safetext import NAME_CHARS, name
 from nsysprobe.errors import InputError
-from nsysprobe.metrics import (
+from nsysprobe.report.analyze import Report
+from nsysprobe.report.metrics import (
     BUSY_BASES,
     FIGURES,
     INT64_MAX,
@@ -46,8 +48,6 @@ from nsysprobe.metrics import (
     metrics_of,
     parse_json,
 )
-from nsysprobe.report import Report
-from nsysprobe.safetext import NAME_CHARS, name
 
 TABLE = "runs"
 ENV = "NSYSPROBE_HISTORY"

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from nsysprobe.common.files import not_regular
 from nsysprobe.errors import InputError
-from nsysprobe.files import not_regular
 
 # Mode of the files written (before the umask), as an editor would make them.
 FILE_MODE = 0o644

@@ -44,8 +44,8 @@ from pathlib import Path
 from nsysprobe.capture.locate import find_nsys
 from nsysprobe.capture.plain import run_plain
 from nsysprobe.capture.profile import DEFAULT_RUNS_DIR, LOG_FILE, ProfileOptions, capture
-from nsysprobe.compare import ANALYSIS_FILE
 from nsysprobe.errors import InputError, NothingCaptured, NsysprobeError
+from nsysprobe.runs.compare import ANALYSIS_FILE
 
 SCHEMA_VERSION = 1
 RUNGS = ("baseline", "multiworker", "pinned", "streams", "prefetch", "cached")
@@ -385,9 +385,9 @@ def _plain_run(rung: str, repeat: int, workload: list[str], output: Path, nsys: 
 def _profiled_run(
     rung: str, repeat: int, workload: list[str], output: Path, nsys: str
 ) -> RunResult:
-    from nsysprobe.metrics import metrics_of
     from nsysprobe.render import render
-    from nsysprobe.report import analyze
+    from nsysprobe.report.analyze import analyze
+    from nsysprobe.report.metrics import metrics_of
 
     folder = Path(rung) / f"profiled-{repeat}"
     log = folder / LOG_FILE

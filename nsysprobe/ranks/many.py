@@ -77,9 +77,9 @@ from nsysprobe.analyses.arrivals import (
 )
 from nsysprobe.analyses.stats import one_sided
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
-from nsysprobe.compare import ALPHA, MIN_STEPS
 from nsysprobe.errors import InputError, NsysprobeError
-from nsysprobe.report import Report, analyze
+from nsysprobe.report.analyze import Report, analyze
+from nsysprobe.runs.compare import ALPHA, MIN_STEPS
 
 SCHEMA_VERSION = 1
 TRACE_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
@@ -111,7 +111,7 @@ _FORK_LOCK = threading.Lock()
 # fork, so that each report's process starts with them (measured: 0.1-0.2 s a report less).
 _CHILD_IMPORTS = (
     "nsysprobe.capture.runfolder",
-    "nsysprobe.metrics",
+    "nsysprobe.report.metrics",
     "nsysprobe.render",
     "nsysprobe.trace.reader",
 )
@@ -330,7 +330,7 @@ def summary_of(
     """The compact figures of one rank's Report (those of ``compare`` plus OS-runtime time and
     the step start times). ``clock``: what tells its report apart from the others' (the
     report's path; ranks of one report share its clock), by default ``source``."""
-    from nsysprobe.metrics import metrics_of
+    from nsysprobe.report.metrics import metrics_of
 
     m = metrics_of(report)
     start = report.trace.session_start_utc_ns

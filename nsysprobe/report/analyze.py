@@ -21,10 +21,10 @@ from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
 from nsysprobe.analyses.steps import StepsResult, find_steps, step_breakdown
 from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
-from nsysprobe.diagnose import Evidence, Recommendation, diagnose
+from nsysprobe.common.safetext import name as safe_name
+from nsysprobe.diagnose.rules import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError
 from nsysprobe.numa.topology import Topology
-from nsysprobe.safetext import name as safe_name
 from nsysprobe.trace.reader import Trace
 
 SCHEMA_VERSION = 1

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from nsysprobe.safetext import one_line
+from nsysprobe.common.safetext import one_line
 
 REFRESH_S = 0.2
 _CLEAR = "\r\x1b[2K"

@@ -26,8 +26,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from nsysprobe.report import Report
-from nsysprobe.safetext import name
+from nsysprobe.common.safetext import name
+from nsysprobe.report.analyze import Report
 
 INT64_MAX = 2**63 - 1  # SQLite's largest integer, and numpy's
 PATH_CHARS = 4096  # the longest path Linux opens: a path shown is cut only past it
