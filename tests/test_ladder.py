@@ -1,6 +1,8 @@
 """``nsysprobe ladder``: the table built from runs, and the real command under the real nsys.
 
-The real ladder runs two rungs with tiny images on the CPU. Without a GPU there is nothing to
+The table's runs are each rung's recorded H200 capture (sample_traces/) analyzed as a profiled
+ladder run analyzes its own; what each should recommend is the manifest's record of it. The
+real ladder runs two rungs with tiny images on the CPU. Without a GPU there is nothing to
 diagnose, so the rungs' recommendations are reported as not checked rather than failed.
 """
 
@@ -10,11 +12,14 @@ import json
 import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
+import independent
 import pytest
 from click.testing import CliRunner
 
+from nsysprobe import analyze
 from nsysprobe.capture.locate import find_nsys
 from nsysprobe.cli import main
 from nsysprobe.errors import InputError, NsysNotFound
@@ -29,9 +34,16 @@ from nsysprobe.ladder.run import (
     select_rungs,
 )
 from nsysprobe.render.ladder import HEADER, ladder_dict, render_ladder
+from nsysprobe.report.metrics import metrics_of
+
+from conftest import SAMPLE_TRACES
 
 TINY = ["--device", "cpu", "--image-size", "32", "--batch-size", "4", "--steps", "2"]
 PRINTED = re.compile(r"^steps_per_s=(\d+\.\d+)$", re.MULTILINE)
+MANIFEST = json.loads((SAMPLE_TRACES / "manifest.json").read_text())["traces"]
+# Each rung's capture (not the extra --cpuctxsw one) and the verdict recorded for it.
+CAPTURES = {t["rung"]: n for n, t in MANIFEST.items() if "rung" in t and "extra" not in t}
+RECORDED = {rung: MANIFEST[name]["expected_verdict"] for rung, name in CAPTURES.items()}
 
 
 def invoke(*args):
@@ -69,16 +81,27 @@ H200 = {
 }
 
 
-def h200_runs(recommend=EXPECTED.get) -> list[RunResult]:
+@cache
+def analyzed(rung: str) -> tuple[str | None, float | None]:
+    """The rung's capture analyzed as ``_profiled_run`` analyzes a profiled run's report: its
+    top recommendation and GPU busy ratio."""
+    metrics = metrics_of(analyze(SAMPLE_TRACES / CAPTURES[rung]))
+    return metrics.top_recommendation, metrics.gpu_busy_ratio
+
+
+def h200_runs() -> list[RunResult]:
     runs = []
     for repeat in (1, 2):
         for rung in RUNGS:
             rate = H200[rung][repeat - 1]
-            runs += [
-                plain(rung, repeat, rate),
-                profiled(rung, repeat, rate * 0.95, recommend(rung), busy=rate / 17),
-            ]
+            rec, busy = analyzed(rung)
+            runs += [plain(rung, repeat, rate), profiled(rung, repeat, rate * 0.95, rec, busy)]
     return runs
+
+
+def busy_in_batches(rung: str) -> float:
+    path = SAMPLE_TRACES / CAPTURES[rung]
+    return independent.busy_ratio_over_steps(path, independent.nvtx_ranges(path, "Batch %"))
 
 
 def test_the_table_from_two_repeats_of_every_rung():
@@ -92,15 +115,20 @@ def test_the_table_from_two_repeats_of_every_rung():
     assert rows["multiworker"].speedup == pytest.approx(9.9 / 2.4)
     assert rows["prefetch"].share_of_ceiling == pytest.approx(16.5 / 16.7)
     assert rows["cached"].share_of_ceiling == pytest.approx(1.0)
-    assert rows["pinned"].gpu_busy_ratio == pytest.approx(15.6 / 17)
-    assert {rung: row.top_recommendation for rung, row in rows.items()} == EXPECTED
+    for rung in RUNGS:
+        assert rows[rung].gpu_busy_ratio == pytest.approx(busy_in_batches(rung), rel=1e-12)
+    assert rows["baseline"].gpu_busy_ratio == pytest.approx(0.20347002, abs=1e-8)
+    assert {rung: row.top_recommendation for rung, row in rows.items()} == RECORDED
+    assert {rung: row.recommendations for rung, row in rows.items()} == {
+        rung: (verdict, verdict) for rung, verdict in RECORDED.items()
+    }
     assert {row.check for row in ladder.rows} == {"expected"}
     assert ladder.problems == ()
     check_ladder(ladder)
 
 
-def test_expected_next_rung():
-    assert EXPECTED == {
+def test_expected_next_rung_is_what_the_h200_ladder_recorded():
+    assert RECORDED == {
         "baseline": "multiprocess_loading",
         "multiworker": "pinned_memory",
         "pinned": "stream_pipelining",
@@ -108,13 +136,21 @@ def test_expected_next_rung():
         "prefetch": "gpu_bound",
         "cached": "gpu_bound",
     }
+    assert EXPECTED == RECORDED
+    # What the real ladder on the H200 recommended for each rung, and what it expected.
+    recorded_run = json.loads((SAMPLE_TRACES / "h200_ladder" / "ladder.json").read_text())
+    for key in ("top_recommendation", "expected_recommendation"):
+        assert {row["rung"]: row[key] for row in recorded_run["rows"]} == RECORDED
 
 
 def test_an_unexpected_recommendation_is_a_problem_naming_the_analysis():
     runs = h200_runs()
-    # The second profiled run of pinned says gpu_bound instead of stream_pipelining.
-    index = runs.index(profiled("pinned", 2, 15.7 * 0.95, "stream_pipelining", busy=15.7 / 17))
-    runs[index] = profiled("pinned", 2, 15.7 * 0.95, "gpu_bound", busy=15.7 / 17)
+    # The second profiled run of pinned says what the streams capture says: gpu_bound
+    # instead of stream_pipelining.
+    index = next(
+        i for i, r in enumerate(runs) if (r.rung, r.repeat, r.profiled) == ("pinned", 2, True)
+    )
+    runs[index] = profiled("pinned", 2, 15.7 * 0.95, analyzed("streams")[0])
     ladder = build_ladder(runs, RUNGS, repeats=2, folder=Path("out"))
     pinned = ladder.rows[RUNGS.index("pinned")]
     assert pinned.check == "unexpected"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import ddp
+import independent
 import pytest
 from click.testing import CliRunner
 
@@ -82,23 +83,67 @@ def check_straggler(many) -> None:
 
 
 def test_two_process_report_gives_one_rank_per_process(client):
+    """Each rank's busy ratio is its own process's GPU work (the union of its kernels, copies
+    and memsets) over the span of that work, counted here with sqlite3 and numpy."""
     path = shared_trace(TWO_GPU)
+    assert independent.gpu_pids(path) == [144, 145]
+    expected = {pid: independent.busy_ratio_over_span(path, pid) for pid in (144, 145)}
+    assert expected[144] == pytest.approx(0.91318617, abs=1e-8)  # the two ranks differ, so a
+    assert expected[145] == pytest.approx(0.89491237, abs=1e-8)  # swapped pid shows
     many = analyze_many([path], client=client)
     assert [r.label for r in many.ranks] == [f"{path.stem}:144", f"{path.stem}:145"]
     assert [r.pid for r in many.ranks] == [144, 145]
     for rank in many.ranks:
+        assert rank.busy_basis == "span"  # this window has no step range
+        assert rank.gpu_busy_ratio == pytest.approx(expected[rank.pid], rel=1e-12)
         alone = analyze(path, pid=rank.pid)
         assert alone.trace.processes == 1
-        assert rank.gpu_busy_ratio == pytest.approx(alone.gaps.devices[0].busy_ratio)
-        assert rank.busy_basis == "span"  # this window has no step range
+        (device,) = alone.gaps.devices
+        assert device.busy_ratio == pytest.approx(expected[rank.pid], rel=1e-12)
     assert analyze(path).trace.processes == 2  # the whole report is unchanged
     # No steps to compare walls with; the arrivals at its 33 SendRecv name rank 145.
     assert many.stragglers == (f"{path.stem}:145",)
     assert [v.verdict for v in many.verdicts] == ["not late", "straggler"]
 
 
-def test_pid_filter_leaves_single_process_results_alone():
-    assert render(analyze(PINNED, pid=None), "json") == render(analyze(PINNED), "json")
+def test_ranks_of_one_report_are_busy_over_their_own_steps(client, tmp_path):
+    """A DDP job as one report (``nsys profile torchrun``) whose rank 1 has a slow GPU: each
+    rank's busy ratio is the union of its own process's GPU work inside its own ``step N``
+    ranges over their wall time."""
+    exs, _ = ddp.build(ddp.Job(ranks=3, slow_rank=1, slow="gpu"))
+    path = ddp.save_one_report(exs, tmp_path / "job.sqlite")
+    pids = [ddp.pid(r) for r in range(3)]
+    assert independent.gpu_pids(path) == pids
+    expected = {
+        pid: independent.busy_ratio_over_steps(
+            path, independent.nvtx_ranges(path, "step %", pid), pid
+        )
+        for pid in pids
+    }
+    assert len({round(x, 6) for x in expected.values()}) == 3
+    many = analyze_many([path], client=client)
+    assert [(r.pid, r.busy_basis, r.step_count) for r in many.ranks] == [
+        (pid, "steps", 12) for pid in pids
+    ]
+    for rank in many.ranks:
+        assert rank.gpu_busy_ratio == pytest.approx(expected[rank.pid], rel=1e-12)
+        assert analyze(path, pid=rank.pid).steps.gpu_busy_ratio == pytest.approx(
+            expected[rank.pid], rel=1e-12
+        )
+
+
+def test_pid_filter_on_a_single_process_report():
+    """The one process of a single-process report: the same steps and busy ratio with and
+    without ``pid``, both the union of the GPU work in the 20 ``Batch N`` ranges over their
+    wall time."""
+    (pid,) = independent.gpu_pids(PINNED)
+    batches = independent.nvtx_ranges(PINNED, "Batch %")
+    assert len(batches) == 20
+    expected = independent.busy_ratio_over_steps(PINNED, batches)
+    for report in (analyze(PINNED), analyze(PINNED, pid=pid)):
+        assert report.steps.count == 20
+        assert [(r.start_ns, r.start_ns + r.wall_ns) for r in report.steps.rows] == batches
+        assert report.steps.gpu_busy_ratio == pytest.approx(expected, rel=1e-12)
 
 
 def test_local_cluster_finds_the_straggler(client, rank_folder):
@@ -106,6 +151,13 @@ def test_local_cluster_finds_the_straggler(client, rank_folder):
     assert [r.label for r in many.ranks] == [f"rank{i}" for i in range(RANKS)]
     assert many.alignment == "utc"
     assert len({r.worker for r in many.ranks}) == 2  # both workers took reports
+    for i, rank in enumerate(many.ranks):
+        path = rank_folder / f"rank{i}.sqlite"
+        steps = independent.nvtx_ranges(path, "step %")
+        assert rank.busy_basis == "steps"
+        assert rank.gpu_busy_ratio == pytest.approx(
+            independent.busy_ratio_over_steps(path, steps), rel=1e-12
+        )
     check_straggler(many)
 
 

@@ -8,6 +8,7 @@ import json
 import sqlite3
 import statistics
 
+import independent
 import pytest
 
 import nsysprobe
@@ -28,6 +29,11 @@ def sql(path, query):
         return db.execute(query).fetchall()
     finally:
         db.close()
+
+
+def test_the_manifest_lists_every_sample_trace():
+    assert sorted(p.name for p in SAMPLE_TRACES.glob("*.sqlite")) == sorted(ALL)
+    assert len(ALL) == 16 and set(MANIFEST) | set(MISTAKES) == set(ALL)
 
 
 def step_walls(path) -> list[int]:
@@ -102,27 +108,73 @@ def test_steps_match_the_nvtx_ranges(name):
     }
 
 
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_counts_are_the_exports_rows(name):
+    """Per device, the kernel, memcpy and memset rows; per (kind, source, destination), the
+    copies and their bytes; the OS-runtime calls: each exactly the export's own count."""
+    path = SAMPLE_TRACES / name
+    report = nsysprobe.analyze(path)
+    expected: dict[int, list[int]] = {}
+    for i, table in enumerate(independent.GPU_TABLES):
+        if table in independent.tables(path):
+            rows = sql(path, f"SELECT deviceId, count(*) FROM {table} GROUP BY deviceId")
+            for device, count in rows:
+                expected.setdefault(device, [0, 0, 0])[i] = count
+    assert {
+        d.device_id: [d.kernel_count, d.memcpy_count, d.memset_count] for d in report.gaps.devices
+    } == expected
+    copies = independent.row_count(path, "CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert report.transfers.memcpy_count == copies
+    groups = (
+        sql(
+            path,
+            "SELECT o.name, s.label, d.label, count(*), sum(m.bytes) "
+            "FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind "
+            "JOIN ENUM_CUDA_MEM_KIND s ON s.id = m.srcKind "
+            "JOIN ENUM_CUDA_MEM_KIND d ON d.id = m.dstKind GROUP BY 1, 2, 3",
+        )
+        if copies
+        else []
+    )
+    assert sorted(
+        (f"CUDA_MEMCPY_KIND_{r.copy_kind.upper()}", r.src_kind, r.dst_kind, r.count, r.bytes)
+        for r in report.transfers.rows
+    ) == sorted(groups)
+    assert report.transfers.pageable_htod_count == sum(
+        g[3] for g in groups if g[:2] == ("CUDA_MEMCPY_KIND_HTOD", "Pageable")
+    )
+    assert report.osrt.call_count == independent.row_count(path, "OSRT_API") > 0
+
+
 def test_pageable_copies_only_below_the_pinned_rung():
     pageable = {}
     for name in MANIFEST:
-        tables = {t for (t,) in sql(SAMPLE_TRACES / name, "SELECT name FROM sqlite_master")}
+        tables = independent.tables(SAMPLE_TRACES / name)
         if "CUPTI_ACTIVITY_KIND_MEMCPY" not in tables:  # lazy export: the cached rung copies
             pageable[MANIFEST[name]["rung"]] = 0  # nothing while it is profiled
             continue
-        (count,) = sql(
+        (count, bytes_) = sql(
             SAMPLE_TRACES / name,
-            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEM_KIND k "
-            "ON k.id = m.srcKind WHERE m.copyKind = 1 AND k.label = 'Pageable' "
-            "AND m.bytes > 1000000",
+            "SELECT count(*), coalesce(sum(m.bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY m "
+            "JOIN ENUM_CUDA_MEM_KIND k ON k.id = m.srcKind WHERE m.copyKind = 1 "
+            "AND k.label = 'Pageable'",
         )[0]
         report = nsysprobe.analyze(SAMPLE_TRACES / name)
         big = [
             r for r in report.transfers.rows if (r.copy_kind, r.src_kind) == ("HtoD", "Pageable")
         ]
-        assert sum(r.count for r in big) >= count
+        assert sum(r.count for r in big) == report.transfers.pageable_htod_count == count
+        assert sum(r.bytes for r in big) == report.transfers.pageable_htod_bytes == bytes_
         pageable[MANIFEST[name]["rung"]] = count
-    assert pageable["baseline"] > 0 and pageable["multiworker"] > 0
-    assert pageable["pinned"] == pageable["streams"] == pageable["prefetch"] == 0
+    # Below the pinned rung each of the 20 steps copies its images and its labels pageable.
+    assert pageable == {
+        "baseline": 40,
+        "multiworker": 40,
+        "pinned": 0,
+        "streams": 0,
+        "prefetch": 0,
+        "cached": 0,
+    }
 
 
 def test_the_ladder_climbs_to_the_compute_ceiling():
@@ -153,7 +205,25 @@ def test_placement_replayed_with_the_recorded_topology():
     assert p.numa_nodes == 1 and p.note.startswith("one NUMA node")
     roles = {r.role: r for r in p.roles}
     assert roles["training thread"].verdict == "local"
-    assert roles["loader processes"].threads >= 8
+    # Threads the scheduler ran: the GPU process's (the training thread and the rest) and
+    # the 8 loader processes' threads, counted from SCHED_EVENTS.
+    path = SAMPLE_TRACES / "h200_multiworker-cpuctxsw.sqlite"
+    (gpu_pid,) = independent.gpu_pids(path)
+    ((in_gpu, _), (loader, loaders)) = (
+        independent.query(
+            path,
+            "SELECT count(DISTINCT globalTid), count(DISTINCT (globalTid >> 24) & 16777215) "
+            f"FROM SCHED_EVENTS WHERE ((globalTid >> 24) & 16777215) {op} ?",
+            (gpu_pid,),
+        )[0]
+        for op in ("=", "!=")
+    )
+    assert loaders == 8
+    assert [(r.role, r.threads) for r in p.roles] == [
+        ("training thread", 1),
+        ("training process", in_gpu - 1),
+        ("loader processes", loader),
+    ]
     assert "numa_binding" not in [r.id for r in report.recommendations]
 
 

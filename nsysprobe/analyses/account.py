@@ -85,7 +85,7 @@ from nsysprobe.analyses.events import (
     per_distinct,
     sweep,
 )
-from nsysprobe.analyses.gaps import LAUNCH_APIS, OS_WAITS, SLOW_LAUNCH_NS, SYNC_APIS
+from nsysprobe.analyses.gaps import LAUNCH_APIS, SLOW_LAUNCH_NS, SYNC_APIS, osrt_category
 from nsysprobe.analyses.steps import StepRanges, find_steps
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
@@ -281,7 +281,7 @@ def analyze_account(
     pairs = [pair for pair in pairs if pair in kept]
     pids = sorted({p for p, _ in pairs})
     loaders = _loader_processes(events)
-    issued = nccl_issued(events.runtime, events.nvtx, events.trace.nvtx_domains)
+    issued = nccl_issued(events.runtime, events.nvtx, events.lookups.nvtx_domains)
     accounts: list[Account] = []
     for pid in pids:
         try:
@@ -312,7 +312,7 @@ def analyze_account(
 def _loader_processes(events: Events) -> int:
     """DataLoader worker processes: PyTorch names them ``pt_data_worker`` (the process in
     ``PROCESSES``, its thread in ``ThreadNames``)."""
-    pids = {p for p, n in events.trace.process_names().items() if n == "pt_data_worker"}
+    pids = {p for p, n in events.lookups.process_names.items() if n == "pt_data_worker"}
     pids |= {(t >> 24) & 0xFFFFFF for t, n in events.thread_names.items() if n == "pt_data_worker"}
     return len(pids)
 
@@ -421,8 +421,8 @@ class _ProcessDevice:
             parts.append(_op_columns(g, code(kinds, COMPUTE), 0))
         c = mine(ev.memcpy, "bytes", "copyKind", "srcKind", "dstKind")
         if c["start"].size:
-            labels_copy = ev.trace.copy_kind_labels()
-            labels_mem = ev.trace.mem_kind_labels()
+            labels_copy = ev.lookups.copy_kind_labels
+            labels_mem = ev.lookups.mem_kind_labels
             # One label per distinct (copy kind, source, destination): few, however many rows.
             key = np.stack([c["copyKind"], c["srcKind"], c["dstKind"]], axis=1)
             distinct, inverse = np.unique(key, axis=0, return_inverse=True)
@@ -1039,7 +1039,7 @@ class _ProcessDevice:
             ids = os_["nameId"].to_numpy()[j[hit]]
 
             def os_state(i: int) -> int:
-                return _OS_WAIT if ev.name_of(i) in OS_WAITS else _OS_CALL
+                return _OS_WAIT if osrt_category(ev.name_of(i)) == "os_wait" else _OS_CALL
 
             state[hit] = per_distinct(ids, os_state, np.int64)
             detail[hit] = per_distinct(ids, lambda i: texts.code(ev.name_of(i)), np.int64)

@@ -67,9 +67,10 @@ def normalize_bus_id(bus_id: str | None) -> str | None:
 
 
 def analyze_cpu_placement(events: Events, topology: Topology) -> CpuPlacementResult | None:
-    """Placement of the training and loader threads, or None without scheduling data."""
-    sched = events.trace.sched_events()
-    if not len(sched):
+    """Placement of the training and loader threads, or None without scheduling data (the
+    events loaded with ``Events.load(trace, sched=True)``)."""
+    sched = events.lookups.sched
+    if sched is None or not len(sched):
         return None
     node_of = cpu_to_node(topology)
     numa_nodes = sum(1 for n in topology.nodes if n.cpus)
@@ -105,7 +106,7 @@ def analyze_cpu_placement(events: Events, topology: Topology) -> CpuPlacementRes
 
 
 def _gpu_node(events: Events, topology: Topology) -> tuple[str | None, int | None]:
-    gpus = {g.device_id: g for g in events.trace.gpus()}
+    gpus = {g.device_id: g for g in events.lookups.gpus}
     busiest = events.kernels["deviceId"].value_counts()
     device = int(busiest.index[0]) if len(busiest) else None
     traced = gpus.get(device) if device is not None else None

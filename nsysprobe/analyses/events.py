@@ -1,7 +1,10 @@
 """The events every analysis reads, loaded once from a Trace, and the figures they share.
 
-Loading reads only the integer columns the analyses use; names stay as string ids until an
-analysis needs the text of a few of them.
+Loading reads only the integer columns the analyses use, and with them the trace's small
+tables and facts (``Lookups``: labels, thread and process names, GPUs, what was captured), so
+no analysis runs SQL. Names of NVTX ranges and kernels stay as string ids until an analysis
+needs the text of a few of them (``nvtx_names``, ``name_of``): the one open Trace gives them.
+A report holding several processes is loaded once; ``for_process`` splits it.
 """
 
 from __future__ import annotations
@@ -9,12 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.trace.reader import Trace, pid_of, range_pattern  # noqa: F401 (re-exported)
+from nsysprobe.trace.reader import GpuInfo, Trace, pid_of, range_pattern  # noqa: F401
+from nsysprobe.trace.schema import DIAGNOSTIC_PATTERNS
 
 # ``cudaLaunchKernel_v7000``, ``cudaMemcpyAsync_ptsz_v7000`` (per-thread default stream).
 _API_VERSION = re.compile(r"(?:_pt(?:sz|ds))?(?:_v\d+)?$")
@@ -208,9 +213,51 @@ def _start_then_longest(s: np.ndarray, e: np.ndarray) -> bool:
     return bool((later | (same & (e[1:] <= e[:-1]))).all())
 
 
+@dataclass(frozen=True)
+class Lookups:
+    """What the analyses read of a trace besides its event tables, read once with them."""
+
+    path: Path
+    nsys_version: str | None
+    schema_version: str | None
+    session_start_utc_ns: int | None
+    requested_traces: frozenset[str] | None  # what the capture asked for, when recorded
+    ignored: tuple[str, ...]  # views and virtual tables: never read
+    gpus: tuple[GpuInfo, ...]
+    thread_names: dict[int, str]  # globalTid -> name
+    process_names: dict[int, str]  # pid -> name
+    mem_kind_labels: dict[int, str]
+    copy_kind_labels: dict[int, str]
+    nvtx_domains: dict[tuple[int, int], str]  # (pid, domainId) -> name
+    nvtx_counts: dict[int, int]  # eventType -> rows; read only when no range was
+    diagnostics: tuple[str, ...]  # DIAGNOSTIC_EVENT texts of dropped events
+    sched: pd.DataFrame | None  # --cpuctxsw scheduling events, when asked for
+
+    @classmethod
+    def read(cls, trace: Trace, *, ranges: bool, sched: bool) -> Lookups:
+        return cls(
+            path=trace.path,
+            nsys_version=trace.nsys_version,
+            schema_version=trace.schema_version,
+            session_start_utc_ns=trace.session_start_utc_ns,
+            requested_traces=trace.requested_traces,
+            ignored=tuple(trace.ignored),
+            gpus=tuple(trace.gpus()),
+            thread_names=trace.thread_names(),
+            process_names=trace.process_names(),
+            mem_kind_labels=trace.mem_kind_labels(),
+            copy_kind_labels=trace.copy_kind_labels(),
+            nvtx_domains=trace.nvtx_domains,
+            nvtx_counts={} if ranges else trace.nvtx_counts(),
+            diagnostics=tuple(trace.diagnostics(DIAGNOSTIC_PATTERNS)),
+            sched=trace.sched_events() if sched else None,
+        )
+
+
 @dataclass
 class Events:
-    trace: Trace
+    trace: Trace  # open while the analyses run: the text of a few names (``nvtx_names``)
+    lookups: Lookups
     kernels: pd.DataFrame
     memcpy: pd.DataFrame
     memset: pd.DataFrame
@@ -220,9 +267,12 @@ class Events:
     graphs: pd.DataFrame  # CUDA graph replays recorded whole: busy time with no kernel rows
     overhead: pd.DataFrame  # nsys's own overhead on the profiled threads
     dropped: dict[str, int] = field(default_factory=dict)
+    _gaps: dict[int, dict[int, iv.Intervals]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, trace: Trace) -> Events:
+    def load(cls, trace: Trace, *, sched: bool = False) -> Events:
+        """Every event table, then the lookups; ``sched``: the CPU scheduling events too (the
+        CPU placement analysis reads them)."""
         frames = {
             "kernels": trace.kernels(),
             "memcpy": trace.memcpy(),
@@ -234,7 +284,14 @@ class Events:
             "overhead": trace.profiler_overhead(),
         }
         dropped = {k: int(v.attrs.get("dropped", 0)) for k, v in frames.items()}
-        return cls(trace=trace, dropped={k: v for k, v in dropped.items() if v}, **frames)
+        ranges = bool(len(frames["nvtx"]) or dropped["nvtx"])
+        lookups = Lookups.read(trace, ranges=ranges, sched=sched)
+        return cls(
+            trace=trace,
+            lookups=lookups,
+            dropped={k: v for k, v in dropped.items() if v},
+            **frames,
+        )
 
     def for_process(self, pid: int) -> Events:
         """The events of process ``pid``: its GPU work (``globalPid``), its CUDA API calls,
@@ -247,6 +304,7 @@ class Events:
 
         return Events(
             trace=self.trace,
+            lookups=self.lookups,
             kernels=own(self.kernels, "globalPid"),
             memcpy=own(self.memcpy, "globalPid"),
             memset=own(self.memset, "globalPid"),
@@ -310,12 +368,19 @@ class Events:
                 "kernel": kernel_u,
                 "memcpy": copy_u,
                 "htod": iv.union(c["start"][htod], c["end"][htod]),
-                "busy": iv.union(
-                    np.concatenate([kernel_u[0], copy_u[0], memset_u[0]]),
-                    np.concatenate([kernel_u[1], copy_u[1], memset_u[1]]),
-                ),
+                "busy": iv.union_of([kernel_u, copy_u, memset_u]),
             }
         return out
+
+    def device_gaps(self, min_gap_ns: int) -> dict[int, iv.Intervals]:
+        """device -> its idle gaps longer than ``min_gap_ns`` (once per threshold: the gaps,
+        OS-runtime and timeline analyses read the same)."""
+        if min_gap_ns not in self._gaps:
+            self._gaps[min_gap_ns] = {
+                d: iv.gaps_between(self.device_union(d, "busy"), min_gap_ns)
+                for d in self.device_ids
+            }
+        return self._gaps[min_gap_ns]
 
     def device_union(self, device_id: int, what: str) -> iv.Intervals:
         """Union of one device's ``kernel``, ``memcpy``, ``htod`` copies or all ``busy`` work."""
@@ -324,14 +389,7 @@ class Events:
     @cached_property
     def busy_all(self) -> iv.Intervals:
         """Union of GPU work over every device (for per-step figures in one process)."""
-        parts = [self.device_union(d, "busy") for d in self.device_ids]
-        if not parts:
-            return iv.union([], [])
-        if len(parts) == 1:
-            return parts[0]  # one device: its union already
-        return iv.union(
-            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        )
+        return iv.union_of([self.device_union(d, "busy") for d in self.device_ids])
 
     @cached_property
     def nvtx_top_level(self) -> np.ndarray:
@@ -388,9 +446,9 @@ class Events:
     def name_of(self, string_id: int) -> str:
         return self.trace.strings.get(int(string_id), "<unknown>")
 
-    @cached_property
+    @property
     def thread_names(self) -> dict[int, str]:
-        return self.trace.thread_names()
+        return self.lookups.thread_names
 
     def thread_label(self, global_tid: int) -> str:
         if global_tid < 0:

@@ -133,6 +133,7 @@ def api_category(name: str) -> str:
 
 
 def osrt_category(name: str) -> str:
+    """The gap state an OS-runtime call puts its thread in."""
     return "os_wait" if name in OS_WAITS else "os_call"
 
 
@@ -199,15 +200,8 @@ class GapsResult:
     longest: tuple[Gap, ...]  # the longest gaps, longest first, attributed in detail
 
 
-def device_gaps(events: Events, min_gap_ns: int) -> dict[int, iv.Intervals]:
-    """device -> its gaps longer than ``min_gap_ns``."""
-    return {
-        d: iv.gaps_between(events.device_union(d, "busy"), min_gap_ns) for d in events.device_ids
-    }
-
-
 def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsResult:
-    gaps = device_gaps(events, min_gap_ns)
+    gaps = events.device_gaps(min_gap_ns)
     devices = tuple(_device_activity(events, d, gaps[d]) for d in events.device_ids)
     state_ns: dict[str, int] = {}
     range_ns: dict[str, int] = {}
@@ -374,9 +368,7 @@ def _attribute_run(events: Events, api, osrt, ranges, g_s: np.ndarray, g_e: np.n
         u = iv.union(rows["start"], rows["end"])
         covered_parts.append(u)
         per_state[state] = iv.covered(g_s, g_e, u)
-    all_cov = iv.union(
-        np.concatenate([p[0] for p in covered_parts]), np.concatenate([p[1] for p in covered_parts])
-    )
+    all_cov = iv.union_of(covered_parts)
     per_state["cpu"] = (g_e - g_s) - iv.covered(g_s, g_e, all_cov)
     matrix = np.vstack([per_state[s] for s in STATES])
     states = np.array(STATES)[np.argmax(matrix, axis=0)]

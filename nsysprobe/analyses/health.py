@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 from nsysprobe.analyses.events import Events
 from nsysprobe.trace.schema import (
-    DIAGNOSTIC_PATTERNS,
     NVTX_DOMAIN_CREATE,
     NVTX_DOMAIN_DESTROY,
     NVTX_RANGE_TYPES,
@@ -54,14 +53,14 @@ class Finding:
 
 
 def analyze_health(events: Events) -> tuple[Finding, ...]:
-    trace = events.trace
-    requested = trace.requested_traces
+    facts = events.lookups
+    requested = facts.requested_traces
     # Every range row was read (or dropped as damaged): the table is counted again only when
     # it holds none, to tell "no ranges" from "no NVTX".
     ranges = len(events.nvtx) + events.dropped.get("nvtx", 0)
     domain_rows = 0
     if not ranges:
-        counts = trace.nvtx_counts()
+        counts = facts.nvtx_counts
         ranges = sum(counts.get(t, 0) for t in NVTX_RANGE_TYPES)
         domain_rows = counts.get(NVTX_DOMAIN_CREATE, 0) + counts.get(NVTX_DOMAIN_DESTROY, 0)
     osrt_rows = len(events.osrt)
@@ -99,7 +98,7 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
         )
     nvtx_asked = (requested is not None and "nvtx" in requested) or domain_rows > 0
     if nvtx_asked and not ranges:
-        version = trace.nsys_version or "unknown"
+        version = facts.nsys_version or "unknown"
         # Domain rows with no range are the signature of nvtx >= 0.2.12 under nsys 2023.x.
         cause = (
             "the Python nvtx package 0.2.12 and later records no ranges under nsys 2023.x"
@@ -126,7 +125,7 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "profile with --trace=cuda,nvtx,osrt",
             )
         )
-    dropped = trace.diagnostics(DIAGNOSTIC_PATTERNS)
+    dropped = facts.diagnostics
     lost = [t for t in dropped if "dropped" in t.lower()]
     if lost:
         found.append(
@@ -185,8 +184,8 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "--type sqlite`",
             )
         )
-    if trace.ignored:
-        shown = ", ".join(trace.ignored[:LISTED]) + (", ..." if len(trace.ignored) > LISTED else "")
+    if facts.ignored:
+        shown = ", ".join(facts.ignored[:LISTED]) + (", ..." if len(facts.ignored) > LISTED else "")
         found.append(
             Finding(
                 "not_tables_ignored",

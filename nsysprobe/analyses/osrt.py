@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
@@ -52,12 +51,7 @@ class OsrtResult:
 
 def analyze_osrt(events: Events, gaps: dict[int, iv.Intervals]) -> OsrtResult:
     os_calls = events.osrt
-    parts = list(gaps.values())
-    gap_union = (
-        iv.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
-        if parts
-        else iv.union([], [])
-    )
+    gap_union = iv.union_of(list(gaps.values()))
     groups = _per_function_and_thread(os_calls, gap_union)
     per_thread = groups.sort_values(["gap", "total"], ascending=False)
     rows = tuple(

@@ -22,16 +22,14 @@ the gaps between the union of GPU work on a device longer than the report's thre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, api_name
-from nsysprobe.analyses.gaps import OS_WAITS, GapsResult, api_category
+from nsysprobe.analyses.gaps import GapsResult, api_category, osrt_category
 from nsysprobe.analyses.steps import StepsResult
-from nsysprobe.trace.reader import Trace
+from nsysprobe.common.units import size
 
 STEPS_SHOWN = 3
 MAX_THREADS = 6
@@ -123,7 +121,7 @@ def build_timeline(
     min_gap = gaps.min_gap_ns if gaps is not None else 0
     idle = []
     for dev in events.device_ids:
-        gs, ge = iv.gaps_between(events.device_union(dev, "busy"), min_gap)
+        gs, ge = events.device_gaps(min_gap)[dev]
         keep = (ge > w0) & (gs < w1)
         idle += [
             IdleSpan(dev, int(max(s, w0)), int(min(e, w1))) for s, e in zip(gs[keep], ge[keep])
@@ -138,14 +136,6 @@ def build_timeline(
         min_gap_ns=min_gap,
         omitted=tuple(omitted),
     )
-
-
-def load_timeline(
-    path: str | Path, steps: StepsResult | None, gaps: GapsResult | None
-) -> Timeline | None:
-    """:func:`build_timeline` over the events of the export at ``path``."""
-    with Trace(path) as trace:
-        return build_timeline(Events.load(trace), steps, gaps)
 
 
 def _window(events: Events, steps, gaps, shown: int):
@@ -206,7 +196,7 @@ def _thread_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]
         calls = osrt[osrt["globalTid"] == tid]
         if len(calls):
             names = [events.name_of(i) for i in calls["nameId"]]
-            kinds = ["os_wait" if n in OS_WAITS else "os_call" for n in names]
+            kinds = [osrt_category(n) for n in names]
             lanes.append(_lane(group, "OS runtime", calls, names, kinds, None, w0, w1, tol))
     return lanes
 
@@ -245,7 +235,7 @@ def _depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -> list[Lane]:
-    labels = events.trace.mem_kind_labels()
+    labels = events.lookups.mem_kind_labels
     parts = []
     k = _in(events.kernels, w0, w1)
     if len(k):
@@ -263,7 +253,7 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
         )
     c = _in(events.memcpy, w0, w1)
     if len(c):
-        copy_labels = events.trace.copy_kind_labels()
+        copy_labels = events.lookups.copy_kind_labels
         kind_names = [copy_labels.get(int(x), f"kind {int(x)}") for x in c["copyKind"]]
         src = [labels.get(int(x), "Unknown") for x in c["srcKind"]]
         parts.append(
@@ -274,7 +264,7 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
                     "deviceId": c["deviceId"],
                     "streamId": c["streamId"],
                     "name": [
-                        f"{kn} {_size(b)} ({s})" for kn, b, s in zip(kind_names, c["bytes"], src)
+                        f"{kn} {size(b)} ({s})" for kn, b, s in zip(kind_names, c["bytes"], src)
                     ],
                     "kind": [_copy_kind(kn, s) for kn, s in zip(kind_names, src)],
                 }
@@ -289,7 +279,7 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
                     "end": m["end"],
                     "deviceId": m["deviceId"],
                     "streamId": m["streamId"],
-                    "name": [f"memset {_size(b)}" for b in m["bytes"]],
+                    "name": [f"memset {size(b)}" for b in m["bytes"]],
                     "kind": "memset",
                 }
             )
@@ -325,14 +315,6 @@ def _copy_kind(kind: str, src: str) -> str:
     if kind in ("DtoH", "DtoD"):
         return f"memcpy {kind}"
     return "memcpy other"
-
-
-def _size(nbytes) -> str:
-    nbytes = int(nbytes)
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes} B"
 
 
 def _lane(group, title, df, names, kinds, colors, w0, w1, tol) -> Lane:

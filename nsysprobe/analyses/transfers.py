@@ -68,8 +68,8 @@ class TransfersResult:
 
 def analyze_transfers(events: Events) -> TransfersResult:
     mc = events.memcpy
-    mem_labels = events.trace.mem_kind_labels()
-    copy_labels = events.trace.copy_kind_labels()
+    mem_labels = events.lookups.mem_kind_labels
+    copy_labels = events.lookups.copy_kind_labels
     kind = per_distinct(mc["copyKind"].to_numpy(), lambda k: copy_labels.get(k, f"kind {k}"))
     src = per_distinct(mc["srcKind"].to_numpy(), lambda k: mem_labels.get(k, "Unknown"))
     dst = per_distinct(mc["dstKind"].to_numpy(), lambda k: mem_labels.get(k, "Unknown"))

@@ -12,8 +12,8 @@ from pathlib import Path
 from nsysprobe.capture.locate import NsysInstall, find_nsys, parse_version
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES, is_report, read_header, report_version
 from nsysprobe.errors import CaptureError, InputError, NsysNotFound, NsysTooOld
+from nsysprobe.trace.schema import SQLITE_MAGIC
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 # How nsys and SQLite say the disk filled up.
 _DISK_FULL = re.compile(r"disk is full|No space left on device", re.IGNORECASE)
 # What scripts/setup.sh installs; reports up to this version can be read after running it.
@@ -84,7 +84,7 @@ def ensure_sqlite(report: Path, nsys: str | None = None, progress: Progress | No
     a reader never sees half a file. The report itself is only read.
     """
     report = Path(report)
-    if report.is_file() and read_header(report, len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
+    if report.is_file() and read_header(report, len(SQLITE_MAGIC)) == SQLITE_MAGIC:
         return report
     check_report(report)
     sqlite = _cache_path(report)

@@ -15,6 +15,7 @@ from pathlib import Path
 from nsysprobe.common.files import read_head
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+TRACE_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)  # what analyze takes
 _MAGIC = b"NVIDIA Tegra Profiler Report "
 _HEADER_RE = re.compile(rb"NVIDIA Tegra Profiler Report (\d{4})[@.](\d+)[@.](\d+)(?:[@.](\d+))?")
 

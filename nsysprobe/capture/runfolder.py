@@ -21,7 +21,7 @@ from nsysprobe.capture.locate import find_nsys
 from nsysprobe.capture.profile import COMMAND_FILE, LOG_FILE, REPORT_STEM
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.errors import InputError
-from nsysprobe.trace.reader import SQLITE_MAGIC
+from nsysprobe.trace.schema import SQLITE_MAGIC
 
 
 def export_of(

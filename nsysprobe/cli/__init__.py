@@ -109,6 +109,7 @@ COMMANDS = {
     "compare": "compare",
     "history": "history",
     "ladder": "ladder",
+    "explain": "explain",
 }
 
 

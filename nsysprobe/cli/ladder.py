@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 
 from nsysprobe.cli import echo
-from nsysprobe.ladder.run import RUNGS, WorkloadOptions, check_ladder, run_ladder, select_rungs
+from nsysprobe.ladder.run import (
+    LADDER_JSON,
+    LADDER_MD,
+    RUNGS,
+    WorkloadOptions,
+    check_ladder,
+    run_ladder,
+    select_rungs,
+)
 from nsysprobe.render.ladder import RENDERERS, render_ladder
 
 
@@ -102,6 +110,8 @@ def ladder(
         workloads=workloads,
         progress=_say,
     )
+    for summary, file in (("json", LADDER_JSON), ("markdown", LADDER_MD)):
+        (result.folder / file).write_text(render_ladder(result, summary), encoding="utf-8")
     echo(render_ladder(result, fmt), nl=False)
     _say(f"runs, ladder.json and ladder.md in {result.folder}")
     check_ladder(result)

@@ -76,7 +76,7 @@ def analyze_with_outputs(path: str, outputs: dict, **options) -> Report:
         sqlite = export_of(source, nsys=options.get("nsys"), progress=progress)
         if sqlite != source:
             progress(f"analyzing {sqlite.name}")
-        report = analyze(sqlite, **options)
+        report = analyze(sqlite, timeline=outputs.get("html") is not None, **options)
         save_outputs(report, sqlite, outputs, paths={"trace": source}, progress=progress)
     return report
 
@@ -109,17 +109,16 @@ def save_outputs(
     paths: dict[str, Path] | None = None,
     progress: Progress | None = None,
 ) -> None:
-    """Write ``--html`` and record the history entry, as the options ask."""
+    """Write ``--html`` (from ``report.timeline``: analyze with ``timeline=True``) and record
+    the history entry, as the options ask."""
     paths = {**(paths or {}), "sqlite": Path(sqlite)}
     html = outputs.get("html")
     if html is not None:
-        from nsysprobe.analyses.timeline import load_timeline
         from nsysprobe.render.html import render_html
 
         if progress is not None:
             progress(f"writing {html.name}")
-        timeline = load_timeline(sqlite, report.steps, report.gaps)
-        _write_html(render_html(report, timeline), outputs, paths.values())
+        _write_html(render_html(report, report.timeline), outputs, paths.values())
         paths["html"] = html
     if not outputs.get("no_history"):
         from nsysprobe.runs import history

@@ -15,8 +15,6 @@ from nsysprobe.cli import echo
 from nsysprobe.cli.outputs import report_outputs, save_outputs
 from nsysprobe.errors import InputError
 
-ANALYSIS_FILE = "analysis.json"
-
 
 def _with_rung(rung: str | None, workload: tuple[str, ...]) -> tuple[str, ...]:
     """The command to profile: WORKLOAD, or nsysprobe's own workload ``rung`` with WORKLOAD as
@@ -88,8 +86,9 @@ def run(
     The workload calls torch.cuda.profiler.start()/stop() around the steps to capture
     (or pass --no-capture-range). Its exit code is this command's exit code.
     """
-    from nsysprobe import analyze
     from nsysprobe.render import render
+    from nsysprobe.report.analyze import analyze
+    from nsysprobe.report.saved import save_analysis
 
     workload = _with_rung(rung, workload)
     options = ProfileOptions(
@@ -100,8 +99,8 @@ def run(
         nsys_args=tuple(shlex.split(nsys_args)),
     )
     result = capture(workload, output, options, nsys_path, progress=_say)
-    report = analyze(result.sqlite)
-    (result.folder / ANALYSIS_FILE).write_text(render(report, "json"), encoding="utf-8")
+    report = analyze(result.sqlite, timeline=outputs.get("html") is not None)
+    save_analysis(report, result.folder)
     save_outputs(report, result.sqlite, outputs, paths={"folder": result.folder})
     echo(render(report, fmt))
     note = nvtx_note(result.sqlite, result.trace, result.nsys.version)

@@ -45,7 +45,7 @@ from nsysprobe.capture.locate import find_nsys
 from nsysprobe.capture.plain import run_plain
 from nsysprobe.capture.profile import DEFAULT_RUNS_DIR, LOG_FILE, ProfileOptions, capture
 from nsysprobe.errors import InputError, NothingCaptured, NsysprobeError
-from nsysprobe.runs.compare import ANALYSIS_FILE
+from nsysprobe.report.saved import ANALYSIS_FILE
 
 SCHEMA_VERSION = 1
 RUNGS = ("baseline", "multiworker", "pinned", "streams", "prefetch", "cached")
@@ -196,13 +196,12 @@ def run_ladder(
     workloads: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Ladder:
-    """Run each rung plain and profiled, ``repeats`` times; write ladder.json and ladder.md.
+    """Run each rung plain and profiled, ``repeats`` times, each run in its own folder under
+    ``output``; the command writes the Ladder beside them (``LADDER_JSON``, ``LADDER_MD``).
 
     A rung whose run fails is not run again; the others go on. The returned Ladder lists the
     failures and unexpected diagnoses in ``problems`` (``check_ladder`` raises on them).
     """
-    from nsysprobe.render.ladder import render_ladder
-
     rungs = select_rungs(rungs)
     options = options or WorkloadOptions()
     if repeats < 1:
@@ -229,8 +228,6 @@ def run_ladder(
     ladder = build_ladder(
         runs, rungs, options=options, repeats=repeats, nsys_version=install.version, folder=folder
     )
-    for fmt, name in (("json", LADDER_JSON), ("markdown", LADDER_MD)):
-        (folder / name).write_text(render_ladder(ladder, fmt), encoding="utf-8")
     return ladder
 
 
@@ -385,9 +382,9 @@ def _plain_run(rung: str, repeat: int, workload: list[str], output: Path, nsys: 
 def _profiled_run(
     rung: str, repeat: int, workload: list[str], output: Path, nsys: str
 ) -> RunResult:
-    from nsysprobe.render import render
     from nsysprobe.report.analyze import analyze
     from nsysprobe.report.metrics import metrics_of
+    from nsysprobe.report.saved import save_analysis
 
     folder = Path(rung) / f"profiled-{repeat}"
     log = folder / LOG_FILE
@@ -408,7 +405,7 @@ def _profiled_run(
             folder=str(folder),
         )
     report = analyze(result.sqlite)
-    (result.folder / ANALYSIS_FILE).write_text(render(report, "json"), encoding="utf-8")
+    save_analysis(report, result.folder)
     config, rate = parse_output((output / log).read_text(encoding="utf-8", errors="replace"))
     error = _failure(result.exit_code, rate)
     gpu = not any(f.id == NO_GPU_FINDING for f in report.findings)

@@ -76,13 +76,12 @@ from nsysprobe.analyses.arrivals import (
     rank_accounts,
 )
 from nsysprobe.analyses.stats import one_sided
-from nsysprobe.capture.reportfile import REPORT_SUFFIXES
+from nsysprobe.capture.reportfile import REPORT_SUFFIXES, TRACE_SUFFIXES
 from nsysprobe.errors import InputError, NsysprobeError
-from nsysprobe.report.analyze import Report, analyze
+from nsysprobe.report.analyze import Report, analyze_processes
 from nsysprobe.runs.compare import ALPHA, MIN_STEPS
 
 SCHEMA_VERSION = 1
-TRACE_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
 MIN_SLOWDOWN_RATIO = 1.05
 SLOWEST_LISTED = 3
 DISTINCT_RATIO = 1.2
@@ -311,17 +310,7 @@ def summarize_report(path: str, label: str, options: dict) -> list[RankSummary]:
 def _analyze_ranks(source: Path, options: dict) -> list[tuple[int | None, Report]]:
     from nsysprobe.capture.runfolder import export_of
 
-    sqlite = export_of(source, nsys=options.get("nsys"))
-    whole = analyze(sqlite, **options)
-    if whole.trace.processes <= 1:
-        return [(None, whole)]
-    from nsysprobe.trace.reader import Trace, pid_of
-
-    # Only the GPU tables: the processes with GPU work are the ranks.
-    with Trace(sqlite) as trace:
-        ops = (trace.kernels(), trace.memcpy(), trace.memset())
-        pids = sorted({int(p) for df in ops for p in np.unique(pid_of(df["globalPid"]))})
-    return [(pid, analyze(sqlite, pid=pid, **options)) for pid in pids]
+    return analyze_processes(export_of(source, nsys=options.get("nsys")), **options)
 
 
 def summary_of(

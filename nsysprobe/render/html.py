@@ -10,14 +10,24 @@ The verdict and the ranked recommendations come first, then the figures, drawn a
 - copy/compute overlap per device;
 
 then every table the text report has (``render.sections``), so the formats cannot disagree.
-Every trace string (NVTX, kernel, thread and function names) is HTML-escaped.
+
+The page is written by the Jinja2 templates in ``render/templates``: ``base.html`` the
+skeleton every nsysprobe page extends (the many-ranks page too), ``cards.html`` the tables,
+``svg.html`` the figures, ``report.html`` this page. This module only lays the figures out
+as shapes (coordinates, colors, the words that fit a bar); the templates escape every string
+they write, so trace text (NVTX, kernel, thread and function names) reaches the page escaped
+by construction, its control characters dropped.
 """
 
 from __future__ import annotations
 
-import html
 import re
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from typing import ClassVar
+
+import jinja2
+from markupsafe import Markup
 
 from nsysprobe.analyses.events import range_pattern
 from nsysprobe.analyses.timeline import KINDS, Timeline
@@ -25,6 +35,7 @@ from nsysprobe.render.sections import Section, headline, ms, pct, sections
 from nsysprobe.report.analyze import Report
 
 STEPS_CHARTED = 40
+ACCOUNT_TITLE = "Where the step time went (step account)"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _NUMERIC = re.compile(r"^[-+]?[\d,.]+\s*(%|ms|s|B|kB|MB|GB)?$")
 
@@ -65,79 +76,32 @@ KIND_LABELS = {
 CHILD_PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
 GPU_BUSY, GPU_IDLE, OTHER_CPU = "#2e9d4a", "#e05d5d", "#c9ced6"
 
-CSS = """
-:root { --ink: #1d2330; --muted: #5d6675; --line: #dde1e7; --bg: #f6f7f9; }
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--bg); color: var(--ink);
-  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
-main { max-width: 1280px; margin: 0 auto; padding: 24px 28px 48px; }
-h1 { font-size: 22px; margin: 0 0 2px; }
-h2 { font-size: 17px; margin: 28px 0 8px; }
-section.card > h2 { margin-top: 0; }
-p.meta, p.note, .caption { color: var(--muted); margin: 4px 0; }
-section.card { background: #fff; border: 1px solid var(--line); border-radius: 8px;
-  padding: 14px 18px; margin-top: 16px; }
-.verdict { border-left: 6px solid #d64545 !important; }
-.verdict.fed { border-left-color: #2e9d4a !important; }
-.verdict .id { font: 600 13px ui-monospace, "DejaVu Sans Mono", monospace; color: var(--muted); }
-.verdict h2 { margin: 2px 0 8px; font-size: 20px; }
-.verdict dl { display: grid; grid-template-columns: 48px 1fr; gap: 4px 10px; margin: 0; }
-.verdict dt { font-weight: 600; color: var(--muted); }
-.verdict dd { margin: 0; }
-.gain { font-weight: 600; color: #b23a3a; white-space: nowrap; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; margin-top: 6px; }
-th.num { text-align: right; }
-th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line);
-  vertical-align: top; }
-th { background: #eef0f4; font-weight: 600; white-space: nowrap; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tr:nth-child(even) td { background: #fafbfc; }
-.bar { display: inline-block; height: 8px; background: #d64545; border-radius: 2px;
-  margin-right: 6px; vertical-align: middle; }
-svg { display: block; width: 100%; height: auto; margin-top: 8px; }
-svg text { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
-details > summary { cursor: pointer; color: var(--muted); margin-top: 10px; }
-footer { color: var(--muted); margin-top: 32px; font-size: 12px; }
-"""
+
+# -- the templates -----------------------------------------------------------------------
 
 
-def esc(text: object) -> str:
-    """Trace text made safe as HTML text or attribute value."""
-    return html.escape(_CONTROL.sub("", str(text)), quote=True)
+def _num(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".")
 
 
-def render_html(report: Report, timeline: Timeline | None = None) -> str:
-    t = report.trace
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta http-equiv="Content-Security-Policy" '
-        "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>nsysprobe: {esc(t.path)}</title>",
-        f"<style>{CSS}</style></head><body><main>",
-        "<header><h1>nsysprobe report</h1>",
-        f'<p class="meta">{esc(headline(report))}</p></header>',
-        _verdict(report),
+def _ms_label(ns: float) -> str:
+    v = ns / 1e6
+    return f"{v:,.0f} ms" if abs(v) >= 10 or v == 0 else f"{v:,.2g} ms"
+
+
+def _numeric_columns(section: Section) -> list[bool]:
+    """Per column: every cell a number (or "-"), so the column is right-aligned."""
+    return [
+        all(_NUMERIC.match(r[i].strip()) or r[i].strip() == "-" for r in section.rows)
+        for i in range(len(section.header))
     ]
-    all_sections = sections(report)
-    by_title = {s.title: s for s in all_sections}
-    parts.append(_table_card(all_sections[0], "recommendations"))
-    parts.append(_account_card(report, by_title.get(ACCOUNT_TITLE)))
-    parts.append(_timeline_card(timeline, report))
-    parts.append(_steps_card(report, by_title.get("Steps"), timeline))
-    parts.append(_overlap_card(report, by_title.get("Copy/compute overlap")))
-    shown = {all_sections[0].title, ACCOUNT_TITLE, "Steps", "Copy/compute overlap"}
-    rest = [s for s in all_sections if s.title not in shown]
-    if rest:
-        parts.append('<h2 id="evidence">Evidence</h2>')
-        parts += [_table_card(s) for s in rest]
-    parts.append(
-        f"<footer>nsysprobe {esc(_version())}, report schema {report.schema_version}. "
-        "Times are from the trace's own clock; busy times are unions over streams.</footer>"
-    )
-    parts.append("</main></body></html>")
-    return "\n".join(parts) + "\n"
+
+
+def _clean(value: object) -> object:
+    """What a template writes, before it is escaped: text without control characters."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return _CONTROL.sub("", value)
+    return value
 
 
 def _version() -> str:
@@ -147,77 +111,121 @@ def _version() -> str:
         return "(not installed)"
 
 
-# -- verdict and tables -------------------------------------------------------------------
+ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.PackageLoader("nsysprobe.render", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    finalize=_clean,
+)
+ENVIRONMENT.filters.update(
+    num=_num, ms=ms, ms_label=_ms_label, pct=pct, numeric_columns=_numeric_columns
+)
+ENVIRONMENT.globals["version"] = _version
 
 
-def _verdict(report: Report) -> str:
-    v = report.verdict
-    if v is None:
-        return '<section class="card verdict" id="verdict"><h2>No verdict</h2></section>'
-    fed = " fed" if v.id == "gpu_bound" else ""
-    gain = (
-        f' <span class="gain">· saves ~{esc(pct(v.expected_gain_ratio))}</span>'
-        if v.expected_gain_ratio
-        else ""
+def page(template: str, **context: object) -> str:
+    """The page ``template`` (a file of ``render/templates``) writes from ``context``."""
+    return ENVIRONMENT.get_template(template).render(**context)
+
+
+# -- the shapes a figure is drawn with ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rect:
+    shape: ClassVar[str] = "rect"
+    x: float
+    y: float
+    w: float  # drawn at least 0.6 wide
+    h: float
+    fill: str
+    title: str | None = None  # the tooltip
+    cls: str | None = None
+    data: tuple[tuple[str, object], ...] = ()  # data-NAME attributes
+    stroke: str | None = None
+    stroke_width: float = 0
+
+
+@dataclass(frozen=True)
+class Text:
+    shape: ClassVar[str] = "text"
+    x: float
+    y: float
+    text: str
+    size: int = 11
+    fill: str = "#1d2330"
+    anchor: str = "start"
+    weight: int | None = None
+    cls: str | None = None
+
+
+@dataclass(frozen=True)
+class Line:
+    shape: ClassVar[str] = "line"
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    stroke: str
+    width: float | None = None
+    dash: str | None = None
+
+
+@dataclass(frozen=True)
+class Group:
+    shape: ClassVar[str] = "group"
+    cls: str
+    data: tuple[tuple[str, object], ...]
+    items: tuple[Rect | Text | Line, ...]
+
+
+Shape = Rect | Text | Line | Group
+
+
+@dataclass(frozen=True)
+class Figure:
+    id: str
+    label: str  # aria-label
+    width: float
+    height: float
+    items: tuple[Shape, ...]
+    defs: bool = False  # uses the striped patterns (pageable, idle, exposed)
+
+
+@dataclass(frozen=True)
+class Card:
+    """A figure's card: the figure, or None and why not; its table; how many steps it draws."""
+
+    figure: Figure | None
+    section: Section | None = None
+    drawn: int = 0
+    count: int = 0
+    why: str = ""
+    fix: str = ""
+
+
+def render_html(report: Report, timeline: Timeline | None = None) -> str:
+    all_sections = sections(report)
+    by_title = {s.title: s for s in all_sections}
+    shown = {all_sections[0].title, ACCOUNT_TITLE, "Steps", "Copy/compute overlap"}
+    return page(
+        "report.html",
+        report=report,
+        headline=headline(report),
+        recommendations=all_sections[0],
+        account=_account_card(report, by_title.get(ACCOUNT_TITLE)),
+        tl=timeline,
+        timeline=Card(timeline_figure(timeline) if timeline and timeline.lanes else None),
+        steps=_steps_card(report, by_title.get("Steps"), timeline),
+        overlap=_overlap_card(report, by_title.get("Copy/compute overlap")),
+        evidence=[s for s in all_sections if s.title not in shown],
     )
-    return (
-        f'<section class="card verdict{fed}" id="verdict">'
-        f'<div class="id">VERDICT · {esc(v.id)}</div>'
-        f"<h2>{esc(v.title)}{gain}</h2>"
-        f"<dl><dt>why</dt><dd>{esc(v.reason)}</dd>"
-        f"<dt>do</dt><dd>{esc(v.advice)}</dd></dl></section>"
-    )
 
 
-def _table(section: Section) -> str:
-    numeric = [
-        all(_NUMERIC.match(r[i].strip()) or r[i].strip() == "-" for r in section.rows)
-        for i in range(len(section.header))
-    ]
-    cls = ['class="num"' if n else "" for n in numeric]
-    head = "".join(f"<th {c}>{esc(h)}</th>" for c, h in zip(cls, section.header))
-    rows = []
-    for row in section.rows:
-        cells = "".join(f"<td {c}>{esc(v)}</td>" for c, v in zip(cls, row))
-        rows.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _notes(section: Section) -> str:
-    return "".join(f'<p class="note">{esc(n)}</p>' for n in section.notes)
-
-
-def _table_card(section: Section, anchor: str | None = None) -> str:
-    ident = f' id="{esc(anchor)}"' if anchor else ""
-    table = _table(section) if section.rows else ""
-    return (
-        f'<section class="card"{ident}><h2>{esc(section.title)}</h2>'
-        f"{_notes(section)}{table}</section>"
-    )
-
-
-# -- SVG helpers --------------------------------------------------------------------------
-
-
-def _num(x: float) -> str:
-    return f"{x:.1f}".rstrip("0").rstrip(".")
-
-
-def _rect(x, y, w, h, fill, title=None, cls=None, extra="") -> str:
-    c = f' class="{cls}"' if cls else ""
-    tip = f"<title>{esc(title)}</title>" if title else ""
-    body = f'<rect{c} x="{_num(x)}" y="{_num(y)}" width="{_num(max(w, 0.6))}" height="{_num(h)}"'
-    body += f' fill="{fill}"{extra}'
-    return f"{body}>{tip}</rect>" if tip else f"{body}/>"
-
-
-def _text(x, y, text, size=11, fill="#1d2330", anchor="start", weight=None, cls=None) -> str:
-    w = f' font-weight="{weight}"' if weight else ""
-    c = f' class="{cls}"' if cls else ""
-    return (
-        f'<text{c} x="{_num(x)}" y="{_num(y)}" font-size="{size}" fill="{fill}" '
-        f'text-anchor="{anchor}"{w}>{esc(text)}</text>'
-    )
+# -- layout helpers -----------------------------------------------------------------------
 
 
 def _fit(text: str, width_px: float, size: int = 10) -> str | None:
@@ -251,26 +259,6 @@ def _ticks(span_ns: int, target: int = 8) -> float:
     return 10 * mag
 
 
-def _ms_label(ns: float) -> str:
-    v = ns / 1e6
-    return f"{v:,.0f} ms" if abs(v) >= 10 or v == 0 else f"{v:,.2g} ms"
-
-
-_DEFS = (
-    "<defs>"
-    '<pattern id="pageable" width="6" height="6" patternUnits="userSpaceOnUse" '
-    'patternTransform="rotate(45)"><rect width="6" height="6" fill="#2e9d4a"/>'
-    '<rect width="2.2" height="6" fill="#b9e4c4"/></pattern>'
-    '<pattern id="idle" width="8" height="8" patternUnits="userSpaceOnUse" '
-    'patternTransform="rotate(45)"><rect width="8" height="8" fill="#e05d5d" fill-opacity="0.10"/>'
-    '<rect width="2" height="8" fill="#e05d5d" fill-opacity="0.28"/></pattern>'
-    '<pattern id="exposed" width="6" height="6" patternUnits="userSpaceOnUse" '
-    'patternTransform="rotate(45)"><rect width="6" height="6" fill="#e05d5d"/>'
-    '<rect width="2" height="6" fill="#f4b4b4"/></pattern>'
-    "</defs>"
-)
-
-
 # -- timeline -----------------------------------------------------------------------------
 
 W = 1200
@@ -279,30 +267,15 @@ X0, X1 = LABEL_W + 8, W - 12
 ROW_H, ROW_GAP, GROUP_H = 20, 3, 20
 
 
-def _timeline_card(tl: Timeline | None, report: Report) -> str:
-    head = '<section class="card" id="timeline"><h2>Timeline</h2>'
-    if tl is None or not tl.lanes:
-        return head + '<p class="note">The trace has no events to draw.</p></section>'
-    caption = (
-        f'<p class="caption">{esc(tl.chosen)}. Shaded: the GPU idle longer than '
-        f"{esc(_ms_label(tl.min_gap_ns))}. Bars narrower than a pixel are merged; hover a bar "
-        "for its name and length.</p>"
-    )
-    if tl.omitted:
-        caption += f'<p class="note">Not drawn: {esc("; ".join(tl.omitted))}.</p>'
-    return head + caption + timeline_svg(tl) + "</section>"
-
-
-def timeline_svg(tl: Timeline) -> str:
+def timeline_figure(tl: Timeline) -> Figure:
     span = max(tl.end_ns - tl.start_ns, 1)
 
     def x(ns: int) -> float:
         return X0 + (ns - tl.start_ns) / span * (X1 - X0)
 
-    out: list[str] = []
     top = 44
     y = top
-    lane_y: list[tuple[float, object]] = []
+    lane_y = []
     group = None
     group_rows: list[tuple[float, str]] = []
     for lane in tl.lanes:
@@ -313,14 +286,12 @@ def timeline_svg(tl: Timeline) -> str:
         lane_y.append((y, lane))
         y += ROW_H + ROW_GAP
     bottom = y + 4
-    height = bottom + 8 + 18 * ((len(_legend_kinds(tl)) + 3) // 4) + 10
-
-    out.append(
-        f'<svg id="timeline-svg" viewBox="0 0 {W} {_num(height)}" role="img" '
-        f'aria-label="timeline" xmlns="http://www.w3.org/2000/svg">{_DEFS}'
-    )
-    out.append(_rect(0, 0, W, height, "#ffffff"))
-    out.append(_rect(X0, top, X1 - X0, bottom - top, "#fbfbfc"))
+    kinds = _legend_kinds(tl)
+    height = bottom + 8 + 18 * ((len(kinds) + 3) // 4) + 10
+    out: list[Shape] = [
+        Rect(0, 0, W, height, "#ffffff"),
+        Rect(X0, top, X1 - X0, bottom - top, "#fbfbfc"),
+    ]
 
     # time axis, from the first step's start (else the window's)
     origin = tl.steps[0].start_ns if tl.steps else tl.start_ns
@@ -328,72 +299,63 @@ def timeline_svg(tl: Timeline) -> str:
     tick = origin - ((origin - tl.start_ns) // step) * step
     while tick < tl.end_ns:
         tx = x(tick)
-        out.append(
-            f'<line x1="{_num(tx)}" y1="{top - 4}" x2="{_num(tx)}" y2="{_num(bottom)}" '
-            'stroke="#e6e8ec" stroke-width="1"/>'
-        )
-        out.append(
-            _text(tx, top - 8, _ms_label(tick - origin), 10, "#5d6675", "middle", cls="tick")
-        )
+        out.append(Line(tx, top - 4, tx, bottom, "#e6e8ec", width=1))
+        out.append(Text(tx, top - 8, _ms_label(tick - origin), 10, "#5d6675", "middle", cls="tick"))
         tick += step
 
     # idle gaps, behind the bars; each label in its device's last row
     label_y = {lane.group: ly + ROW_H - 5 for ly, lane in lane_y}
-    for span_ in tl.idle:
-        x0, x1 = x(span_.start_ns), x(span_.end_ns)
-        title = f"GPU {span_.device_id} idle {ms(span_.end_ns - span_.start_ns)}"
-        out.append(_rect(x0, top, x1 - x0, bottom - top, "url(#idle)", title, cls="idle"))
-        label = _fit(f"GPU {span_.device_id} idle {ms(span_.end_ns - span_.start_ns)}", x1 - x0)
+    for gap in tl.idle:
+        x0, x1 = x(gap.start_ns), x(gap.end_ns)
+        title = f"GPU {gap.device_id} idle {ms(gap.end_ns - gap.start_ns)}"
+        out.append(Rect(x0, top, x1 - x0, bottom - top, "url(#idle)", title, cls="idle"))
+        label = _fit(title, x1 - x0)
         if label:
-            ty = label_y.get(f"GPU {span_.device_id}", bottom - 6)
-            out.append(_text((x0 + x1) / 2, ty, label, 10, "#b23a3a", "middle", 600))
+            ty = label_y.get(f"GPU {gap.device_id}", bottom - 6)
+            out.append(Text((x0 + x1) / 2, ty, label, 10, "#b23a3a", "middle", 600))
 
     # steps: boundaries and names
     edges = sorted({m.start_ns for m in tl.steps} | {tl.steps[-1].end_ns} if tl.steps else set())
     for edge in edges:
-        ex = x(edge)
-        out.append(
-            f'<line x1="{_num(ex)}" y1="{top - 26}" x2="{_num(ex)}" y2="{_num(bottom)}" '
-            'stroke="#7a8394" stroke-width="1" stroke-dasharray="3 3"/>'
-        )
+        out.append(Line(x(edge), top - 26, x(edge), bottom, "#7a8394", width=1, dash="3 3"))
     for mark in tl.steps:
         sx0, sx1 = x(mark.start_ns), x(mark.end_ns)
         name = _fit(f"{mark.name} · {ms(mark.end_ns - mark.start_ns)}", sx1 - sx0, 11)
         if name:
-            out.append(_text((sx0 + sx1) / 2, top - 24, name, 11, "#1d2330", "middle", 600))
+            out.append(Text((sx0 + sx1) / 2, top - 24, name, 11, "#1d2330", "middle", 600))
 
     # group headings and lanes
     for gy, name in group_rows:
-        out.append(f'<line x1="0" y1="{_num(gy)}" x2="{W}" y2="{_num(gy)}" stroke="#dde1e7"/>')
-        out.append(_text(8, gy + 14, _fit(name, LABEL_W + 200, 12) or name, 12, weight=700))
+        out.append(Line(0, gy, W, gy, "#dde1e7"))
+        out.append(Text(8, gy + 14, _fit(name, LABEL_W + 200, 12) or name, 12, weight=700))
     for ly, lane in lane_y:
-        out.append(_text(24, ly + 14, lane.title, 11, "#5d6675", cls="lane-label"))
-        out.append(f'<g class="lane" data-title="{esc(lane.title)}">')
+        out.append(Text(24, ly + 14, lane.title, 11, "#5d6675", cls="lane-label"))
+        bars: list[Rect | Text] = []
         for bar in lane.bars:
             bx0, bx1 = x(bar.start_ns), x(bar.end_ns)
             fill = _argb(bar.color) if bar.kind == "nvtx" else KIND_COLORS.get(bar.kind, "#999")
-            title = f"{bar.name} · {ms(bar.end_ns - bar.start_ns)}"
-            edge = ' stroke="#ffffff" stroke-width="0.7"' if bx1 - bx0 > 4 else ""
-            out.append(
-                _rect(
+            wide = bx1 - bx0 > 4
+            bars.append(
+                Rect(
                     bx0,
                     ly,
                     bx1 - bx0,
                     ROW_H,
                     fill,
-                    title,
+                    f"{bar.name} · {ms(bar.end_ns - bar.start_ns)}",
                     "ev",
-                    f' data-kind="{esc(bar.kind)}"{edge}',
+                    (("kind", bar.kind),),
+                    "#ffffff" if wide else None,
+                    0.7,
                 )
             )
             label = _fit(bar.name, bx1 - bx0)
             if label:
-                out.append(_text(bx0 + 3, ly + 14, label, 10, _ink_on(fill)))
-        out.append("</g>")
-    out.append(f'<line x1="{X0}" y1="{top}" x2="{X0}" y2="{_num(bottom)}" stroke="#aab1bd"/>')
-    out.append(_legend(_legend_kinds(tl), bottom + 10))
-    out.append("</svg>")
-    return "".join(out)
+                bars.append(Text(bx0 + 3, ly + 14, label, 10, _ink_on(fill)))
+        out.append(Group("lane", (("title", lane.title),), tuple(bars)))
+    out.append(Line(X0, top, X0, bottom, "#aab1bd"))
+    out.append(_legend(kinds, bottom + 10))
+    return Figure("timeline-svg", "timeline", W, height, tuple(out), defs=True)
 
 
 def _legend_kinds(tl: Timeline) -> list[str]:
@@ -404,17 +366,16 @@ def _legend_kinds(tl: Timeline) -> list[str]:
     return kinds
 
 
-def _legend(kinds: list[str], y: float) -> str:
-    out = ['<g class="legend">']
+def _legend(kinds: list[str], y: float) -> Group:
+    out: list[Rect | Text] = []
     for i, kind in enumerate(kinds):
         lx = X0 + (i % 4) * 230
         ly = y + (i // 4) * 18
         fill = "url(#idle)" if kind == "idle" else KIND_COLORS[kind]
         label = "GPU idle gap" if kind == "idle" else KIND_LABELS[kind]
-        out.append(_rect(lx, ly, 14, 12, fill, extra=' stroke="#aab1bd" stroke-width="0.5"'))
-        out.append(_text(lx + 20, ly + 10, label, 11, "#5d6675"))
-    out.append("</g>")
-    return "".join(out)
+        out.append(Rect(lx, ly, 14, 12, fill, stroke="#aab1bd", stroke_width=0.5))
+        out.append(Text(lx + 20, ly + 10, label, 11, "#5d6675"))
+    return Group("legend", (), tuple(out))
 
 
 # -- where the time went, per step -----------------------------------------------------------
@@ -435,52 +396,41 @@ def _child_colors(report: Report, tl: Timeline | None) -> dict[str, str]:
     return out
 
 
-def _steps_card(report: Report, section: Section | None, tl: Timeline | None) -> str:
-    head = '<section class="card" id="steps"><h2>Where each step\'s time went</h2>'
+def _steps_card(report: Report, section: Section | None, tl: Timeline | None) -> Card:
     st = report.steps
     if st is None or section is None:
         why = next((s.reason for s in report.skipped if s.analysis == "steps"), "no steps")
         fix = next((s.fix for s in report.skipped if s.analysis == "steps"), "")
-        return (
-            head + f'<p class="note">No per-step breakdown: {esc(why)}; {esc(fix)}.</p></section>'
-        )
-    rows = st.rows[:STEPS_CHARTED]
-    more = f" The first {len(rows)} of {st.count} steps are drawn." if st.count > len(rows) else ""
-    caption = (
-        '<p class="caption">Upper bar: CPU time of the step thread in each child NVTX range '
-        "(sums), the rest outside them. Lower bar: the GPU busy (union of its work) or idle "
-        f"during the step.{esc(more)}</p>"
-    )
-    return head + _notes(section) + caption + steps_svg(report, tl) + _table(section) + "</section>"
+        return Card(None, why=why, fix=fix)
+    drawn = min(len(st.rows), STEPS_CHARTED)
+    return Card(steps_figure(report, tl), section, drawn, st.count)
 
 
-def _bar_axis(longest: int, x0: float, scale: float, top: float, bottom: float) -> list[str]:
+def _bar_axis(longest: int, x0: float, scale: float, top: float, bottom: float) -> list[Shape]:
     """Vertical grid lines and their ms labels for a chart of bars from ``x0``."""
-    out = []
+    out: list[Shape] = []
     step = _ticks(longest, 6)
     tick = 0
     while tick <= longest:
         tx = x0 + tick * scale
-        out.append(
-            f'<line x1="{_num(tx)}" y1="{top - 6}" x2="{_num(tx)}" y2="{bottom}" stroke="#eceef2"/>'
-        )
-        out.append(_text(tx, top - 10, _ms_label(tick), 10, "#5d6675", "middle", cls="tick"))
+        out.append(Line(tx, top - 6, tx, bottom, "#eceef2"))
+        out.append(Text(tx, top - 10, _ms_label(tick), 10, "#5d6675", "middle", cls="tick"))
         tick += step
     return out
 
 
-def _bar_legend(items: list[tuple[str, str]], x0: float, y: float) -> list[str]:
+def _bar_legend(items: list[tuple[str, str]], x0: float, y: float) -> list[Shape]:
     """(color, label) swatches, four to a row."""
-    out = []
+    out: list[Shape] = []
     for i, (fill, label) in enumerate(items):
         lx = x0 + (i % 4) * 250
         yy = y + (i // 4) * 18
-        out.append(_rect(lx, yy, 14, 12, fill))
-        out.append(_text(lx + 20, yy + 10, _fit(label, 228, 11) or "", 11, "#5d6675"))
+        out.append(Rect(lx, yy, 14, 12, fill))
+        out.append(Text(lx + 20, yy + 10, _fit(label, 228, 11) or "", 11, "#5d6675"))
     return out
 
 
-def steps_svg(report: Report, tl: Timeline | None = None) -> str:
+def steps_figure(report: Report, tl: Timeline | None = None) -> Figure:
     st = report.steps
     assert st is not None
     rows = st.rows[:STEPS_CHARTED]
@@ -496,16 +446,13 @@ def steps_svg(report: Report, tl: Timeline | None = None) -> str:
     legend_items += [(GPU_IDLE, "GPU idle")]
     legend_rows = (len(legend_items) + 3) // 4
     height = top + pitch * len(rows) + 16 + 18 * legend_rows + 8
-    out = [
-        f'<svg id="steps-svg" viewBox="0 0 {W} {height}" role="img" aria-label="steps" '
-        f'xmlns="http://www.w3.org/2000/svg">',
-        _rect(0, 0, W, height, "#ffffff"),
-    ]
+    out: list[Shape] = [Rect(0, 0, W, height, "#ffffff")]
     out += _bar_axis(longest, x0, scale, top, top + pitch * len(rows) - 6)
     for i, r in enumerate(rows):
         y = top + i * pitch
-        out.append(f'<g class="step" data-step="{r.index}">')
-        out.append(_text(label_w - 8, y + 12, _fit(r.name, label_w, 11) or "", 11, anchor="end"))
+        bars: list[Rect | Text] = [
+            Text(label_w - 8, y + 12, _fit(r.name, label_w, 11) or "", 11, anchor="end")
+        ]
         cx = x0
         child = {c.name: c.cpu_ns for c in r.children}
         used = 0
@@ -514,21 +461,18 @@ def steps_svg(report: Report, tl: Timeline | None = None) -> str:
             if ns <= 0:
                 continue
             w = ns * scale
-            out.append(
-                _rect(cx, y, w, cpu_h, colors[name], f"{r.name}: {name} {ms(ns)} (CPU)", "seg")
+            bars.append(
+                Rect(cx, y, w, cpu_h, colors[name], f"{r.name}: {name} {ms(ns)} (CPU)", "seg")
             )
             cx += w
             used += ns
         rest = max(r.wall_ns - used, 0)
         if rest:
-            out.append(
-                _rect(
-                    cx, y, rest * scale, cpu_h, OTHER_CPU, f"{r.name}: other CPU {ms(rest)}", "seg"
-                )
-            )
+            title = f"{r.name}: other CPU {ms(rest)}"
+            bars.append(Rect(cx, y, rest * scale, cpu_h, OTHER_CPU, title, "seg"))
         busy_w = r.gpu_busy_ns * scale
-        out.append(
-            _rect(
+        bars.append(
+            Rect(
                 x0,
                 y + cpu_h + 1,
                 busy_w,
@@ -538,8 +482,8 @@ def steps_svg(report: Report, tl: Timeline | None = None) -> str:
                 "gpu-busy",
             )
         )
-        out.append(
-            _rect(
+        bars.append(
+            Rect(
                 x0 + busy_w,
                 y + cpu_h + 1,
                 r.gpu_idle_ns * scale,
@@ -549,16 +493,14 @@ def steps_svg(report: Report, tl: Timeline | None = None) -> str:
                 "gpu-idle",
             )
         )
-        out.append(_text(x0 + r.wall_ns * scale + 6, y + 12, ms(r.wall_ns), 11, "#1d2330"))
-        out.append("</g>")
+        bars.append(Text(x0 + r.wall_ns * scale + 6, y + 12, ms(r.wall_ns), 11, "#1d2330"))
+        out.append(Group("step", (("step", r.index),), tuple(bars)))
     out += _bar_legend(legend_items, x0, top + pitch * len(rows) + 10)
-    out.append("</svg>")
-    return "".join(out)
+    return Figure("steps-svg", "steps", W, height, tuple(out))
 
 
 # -- the step account -------------------------------------------------------------------------
 
-ACCOUNT_TITLE = "Where the step time went (step account)"
 # Busy kinds in blues and greens, idle causes in warm colors, the rest grey.
 BUCKET_COLORS = {
     "compute": "#2f7d32",
@@ -589,20 +531,14 @@ def _bucket_colors(names: list[str]) -> dict[str, str]:
     return out
 
 
-def _account_card(report: Report, section: Section | None) -> str:
-    head = '<section class="card" id="account"><h2>Where the step time went</h2>'
+def _account_card(report: Report, section: Section | None) -> Card:
     a = report.account.main if report.account else None
     if a is None or section is None:
-        return head + '<p class="note">No step account: no GPU work in the trace.</p></section>'
-    caption = (
-        '<p class="caption">Each bar is one step\'s wall time split into GPU-busy kinds and '
-        "the causes of GPU idle time; every nanosecond is in exactly one bucket. "
-        f"The first {min(len(a.steps), STEPS_CHARTED)} of {a.step_count} steps are drawn.</p>"
-    )
-    return head + _notes(section) + caption + account_svg(report) + _table(section) + "</section>"
+        return Card(None)
+    return Card(account_figure(report), section, min(len(a.steps), STEPS_CHARTED), a.step_count)
 
 
-def account_svg(report: Report) -> str:
+def account_figure(report: Report) -> Figure:
     a = report.account.main
     rows = a.steps[:STEPS_CHARTED]
     names = [b.name for b in a.buckets]
@@ -614,16 +550,13 @@ def account_svg(report: Report) -> str:
     bar_h, pitch, top = 16, 24, 30
     legend_rows = (len(names) + 3) // 4
     height = top + pitch * len(rows) + 16 + 18 * legend_rows + 8
-    out = [
-        f'<svg id="account-svg" viewBox="0 0 {W} {height}" role="img" aria-label="step account" '
-        f'xmlns="http://www.w3.org/2000/svg">',
-        _rect(0, 0, W, height, "#ffffff"),
-    ]
+    out: list[Shape] = [Rect(0, 0, W, height, "#ffffff")]
     out += _bar_axis(longest, x0, scale, top, top + pitch * len(rows) - 6)
     for i, r in enumerate(rows):
         y = top + i * pitch
-        out.append(f'<g class="account-step" data-step="{r.index}">')
-        out.append(_text(label_w - 8, y + 12, _fit(r.name, label_w, 11) or "", 11, anchor="end"))
+        bars: list[Rect | Text] = [
+            Text(label_w - 8, y + 12, _fit(r.name, label_w, 11) or "", 11, anchor="end")
+        ]
         cx = x0
         by = dict(r.buckets)
         for name in names:
@@ -632,36 +565,26 @@ def account_svg(report: Report) -> str:
                 continue
             w = ns * scale
             title = f"{r.name}: {name} {ms(ns)}"
-            out.append(
-                _rect(cx, y, w, bar_h, colors[name], title, "bucket", f' data-bucket="{esc(name)}"')
-            )
+            bars.append(Rect(cx, y, w, bar_h, colors[name], title, "bucket", (("bucket", name),)))
             cx += w
-        out.append(_text(x0 + r.wall_ns * scale + 6, y + 12, ms(r.wall_ns), 11, "#1d2330"))
-        out.append("</g>")
+        bars.append(Text(x0 + r.wall_ns * scale + 6, y + 12, ms(r.wall_ns), 11, "#1d2330"))
+        out.append(Group("account-step", (("step", r.index),), tuple(bars)))
     out += _bar_legend([(colors[n], n) for n in names], x0, top + pitch * len(rows) + 10)
-    out.append("</svg>")
-    return "".join(out)
+    return Figure("account-svg", "step account", W, height, tuple(out))
 
 
 # -- copy/compute overlap ------------------------------------------------------------------
 
 
-def _overlap_card(report: Report, section: Section | None) -> str:
-    head = '<section class="card" id="overlap"><h2>Copy/compute overlap</h2>'
+def _overlap_card(report: Report, section: Section | None) -> Card:
     o = report.overlap
     if o is None or not o.htod_ns:
         why = "no GPU activity in the trace" if o is None else "no host-to-device copies"
-        return head + f'<p class="note">Nothing to show: {esc(why)}.</p></section>'
-    caption = (
-        '<p class="caption">Per device: kernel time (union), and host-to-device copy time '
-        "(union) split into the part that ran under kernels and the exposed rest that a copy "
-        "stream or a prefetcher can hide.</p>"
-    )
-    table = _table(section) if section is not None else ""
-    return head + caption + overlap_svg(report) + table + "</section>"
+        return Card(None, why=why)
+    return Card(overlap_figure(report), section)
 
 
-def overlap_svg(report: Report) -> str:
+def overlap_figure(report: Report) -> Figure:
     o = report.overlap
     assert o is not None
     kernels = {d.device_id: d.kernel_busy_ns for d in report.gaps.devices} if report.gaps else {}
@@ -671,26 +594,22 @@ def overlap_svg(report: Report) -> str:
     scale = (x1 - x0) / longest
     pitch, top = 58, 12
     height = top + pitch * len(o.devices) + 30
-    out = [
-        f'<svg id="overlap-svg" viewBox="0 0 {W} {height}" role="img" aria-label="overlap" '
-        f'xmlns="http://www.w3.org/2000/svg">{_DEFS}',
-        _rect(0, 0, W, height, "#ffffff"),
-    ]
+    out: list[Shape] = [Rect(0, 0, W, height, "#ffffff")]
     for i, d in enumerate(o.devices):
         y = top + i * pitch
-        out.append(f'<g class="device" data-device="{d.device_id}">')
-        out.append(_text(8, y + 12, f"GPU {d.device_id}", 12, weight=700))
         k = kernels.get(d.device_id, 0)
-        out.append(_text(label_w - 8, y + 12, "kernels", 11, "#5d6675", "end"))
-        out.append(
-            _rect(x0, y + 2, k * scale, 14, KIND_COLORS["kernel"], f"kernels {ms(k)}", "kernels")
-        )
-        out.append(_text(x0 + k * scale + 6, y + 13, ms(k), 11))
         y2 = y + 22
-        out.append(_text(label_w - 8, y2 + 12, "HtoD copies", 11, "#5d6675", "end"))
         ow = d.overlapped_ns * scale
-        out.append(
-            _rect(
+        exposed = (
+            f"{ms(d.htod_ns)}: {pct(d.overlap_ratio)} under kernels, {ms(d.exposed_ns)} exposed"
+        )
+        shapes = (
+            Text(8, y + 12, f"GPU {d.device_id}", 12, weight=700),
+            Text(label_w - 8, y + 12, "kernels", 11, "#5d6675", "end"),
+            Rect(x0, y + 2, k * scale, 14, KIND_COLORS["kernel"], f"kernels {ms(k)}", "kernels"),
+            Text(x0 + k * scale + 6, y + 13, ms(k), 11),
+            Text(label_w - 8, y2 + 12, "HtoD copies", 11, "#5d6675", "end"),
+            Rect(
                 x0,
                 y2 + 2,
                 ow,
@@ -698,10 +617,8 @@ def overlap_svg(report: Report) -> str:
                 KIND_COLORS["memcpy HtoD"],
                 f"overlapped with kernels {ms(d.overlapped_ns)}",
                 "overlapped",
-            )
-        )
-        out.append(
-            _rect(
+            ),
+            Rect(
                 x0 + ow,
                 y2 + 2,
                 d.exposed_ns * scale,
@@ -709,28 +626,18 @@ def overlap_svg(report: Report) -> str:
                 "url(#exposed)",
                 f"exposed {ms(d.exposed_ns)}",
                 "exposed",
-            )
+            ),
+            Text(x0 + d.htod_ns * scale + 6, y2 + 13, exposed, 11),
         )
-        out.append(
-            _text(
-                x0 + d.htod_ns * scale + 6,
-                y2 + 13,
-                f"{ms(d.htod_ns)}: {pct(d.overlap_ratio)} under kernels, "
-                f"{ms(d.exposed_ns)} exposed",
-                11,
-            )
-        )
-        out.append("</g>")
+        out.append(Group("device", (("device", d.device_id),), shapes))
     ly = top + pitch * len(o.devices)
-    for i, (fill, label) in enumerate(
-        [
-            (KIND_COLORS["kernel"], "kernels"),
-            (KIND_COLORS["memcpy HtoD"], "copy overlapped with kernels"),
-            ("url(#exposed)", "copy exposed (no kernel running)"),
-        ]
-    ):
+    legend = [
+        (KIND_COLORS["kernel"], "kernels"),
+        (KIND_COLORS["memcpy HtoD"], "copy overlapped with kernels"),
+        ("url(#exposed)", "copy exposed (no kernel running)"),
+    ]
+    for i, (fill, label) in enumerate(legend):
         lx = x0 + i * 250
-        out.append(_rect(lx, ly, 14, 12, fill))
-        out.append(_text(lx + 20, ly + 10, label, 11, "#5d6675"))
-    out.append("</svg>")
-    return "".join(out)
+        out.append(Rect(lx, ly, 14, 12, fill))
+        out.append(Text(lx + 20, ly + 10, label, 11, "#5d6675"))
+    return Figure("overlap-svg", "overlap", W, height, tuple(out), defs=True)

@@ -264,25 +264,14 @@ def render_many_json(report: ManyReport) -> str:
 
 
 def render_many_html(report: ManyReport) -> str:
-    from nsysprobe.render import html as h
+    from nsysprobe.render.html import page
 
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta http-equiv="Content-Security-Policy" '
-        "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>nsysprobe: cross-rank report</title>",
-        f"<style>{h.CSS}</style></head><body><main>",
-        "<header><h1>nsysprobe cross-rank report</h1>",
-        f'<p class="meta">{h.esc(headline(report))}</p></header>',
-    ]
-    parts += [h._table_card(s) for s in many_sections(report)]
-    parts.append(
-        f"<footer>nsysprobe {h.esc(h._version())}, cross-rank schema {report.schema_version}. "
-        "Busy times are unions over streams.</footer></main></body></html>"
+    return page(
+        "many.html",
+        headline=headline(report),
+        sections=many_sections(report),
+        schema_version=report.schema_version,
     )
-    return "\n".join(parts) + "\n"
 
 
 RENDERERS = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsysprobe.analyses.arrivals import ROUND_UNITS, Arrivals
+from nsysprobe.common.units import size  # noqa: F401 (the renderers' unit)
 from nsysprobe.numa.cpulist import format_cpulist as cpulist
 from nsysprobe.report.analyze import Report
 
@@ -27,13 +28,6 @@ def ms(ns: float) -> str:
 
 def pct(ratio: float) -> str:
     return f"{ratio:.1%}"
-
-
-def size(nbytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:,.2f} {unit}"
-    return f"{int(nbytes)} B"
 
 
 def headline(report: Report) -> str:

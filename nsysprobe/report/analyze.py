@@ -14,11 +14,12 @@ from nsysprobe.analyses.account import AccountResult, analyze_account
 from nsysprobe.analyses.arrivals import Arrivals, within_report
 from nsysprobe.analyses.cpu_placement import CpuPlacementResult, analyze_cpu_placement
 from nsysprobe.analyses.events import Events
-from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps, device_gaps
+from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps
 from nsysprobe.analyses.health import Finding, analyze_health
 from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
 from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
 from nsysprobe.analyses.steps import StepsResult, find_steps, step_breakdown
+from nsysprobe.analyses.timeline import Timeline, build_timeline
 from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.common.safetext import name as safe_name
@@ -62,6 +63,9 @@ class Report:
     findings: tuple[Finding, ...]
     recommendations: tuple[Recommendation, ...]
     skipped: tuple[Skipped, ...]
+    # The raw events of a few steps, for the HTML page (``analyze(..., timeline=True)``); not
+    # part of the saved JSON.
+    timeline: Timeline | None = None
 
     @property
     def verdict(self) -> Recommendation | None:
@@ -82,6 +86,18 @@ def check_min_gap_ms(value: float) -> float:
     return value
 
 
+def _export(path: str | Path, min_gap_ms: float, nsys: str | None) -> Path:
+    """The ``.sqlite`` export to read for ``path``, made first when ``path`` is a report or a
+    run folder; the options checked before that work."""
+    path = Path(path)
+    check_min_gap_ms(min_gap_ms)
+    if path.suffix in REPORT_SUFFIXES or path.is_dir():
+        from nsysprobe.capture.runfolder import export_of
+
+        path = export_of(path, nsys=nsys)
+    return path
+
+
 def analyze(
     path: str | Path,
     *,
@@ -90,6 +106,7 @@ def analyze(
     nsys: str | None = None,
     topology: Topology | None = None,
     pid: int | None = None,
+    timeline: bool = False,
 ) -> Report:
     """Analyze a ``.sqlite`` export, a ``.nsys-rep``/``.qdrep`` report (exported first) or
     a run folder of ``nsysprobe run`` (its capture finished first where it stopped short).
@@ -97,22 +114,45 @@ def analyze(
     ``topology`` (``nsysprobe.numa.discover()`` for this machine, ``load_recorded(dir)`` for
     another) places the threads on NUMA nodes when the capture has ``--cpuctxsw`` data.
     ``pid`` analyzes one process of a report that holds several (one rank of a multi-GPU
-    run); see ``Events.for_process``.
+    run); see ``Events.for_process``. ``timeline`` adds the raw events of a few steps for
+    the HTML page (``Report.timeline``), from the same loaded events.
     """
-    path = Path(path)
-    check_min_gap_ms(min_gap_ms)
-    if path.suffix in REPORT_SUFFIXES or path.is_dir():
-        from nsysprobe.capture.runfolder import export_of
-
-        path = export_of(path, nsys=nsys)
+    path = _export(path, min_gap_ms, nsys)
     with Trace(path) as trace:
-        return analyze_trace(
-            trace,
+        events = Events.load(trace, sched=topology is not None)
+        if pid is not None:
+            events = events.for_process(pid)
+        return analyze_events(
+            events,
             min_gap_ns=int(round(min_gap_ms * 1e6)),
             step_range=step_range,
             topology=topology,
-            pid=pid,
+            timeline=timeline,
         )
+
+
+def analyze_processes(
+    path: str | Path,
+    *,
+    min_gap_ms: float = DEFAULT_MIN_GAP_NS / 1e6,
+    step_range: str | None = None,
+    nsys: str | None = None,
+    topology: Topology | None = None,
+) -> list[tuple[int | None, Report]]:
+    """``[(None, report)]`` for a report whose GPU work is one process's; for one holding
+    several (every rank of a job), ``(pid, its Report)`` for each of them. The export is
+    opened and loaded once, then split (``Events.for_process``)."""
+    path = _export(path, min_gap_ms, nsys)
+    options = dict(min_gap_ns=int(round(min_gap_ms * 1e6)), step_range=step_range)
+    with Trace(path) as trace:
+        events = Events.load(trace, sched=topology is not None)
+        pids = sorted(set().union(*events.device_pids.values()))
+        if len(pids) <= 1:
+            return [(None, analyze_events(events, topology=topology, **options))]
+        return [
+            (pid, analyze_events(events.for_process(pid), topology=topology, **options))
+            for pid in pids
+        ]
 
 
 def _waiting_rank_first(account: AccountResult, arrivals: Arrivals) -> AccountResult:
@@ -137,17 +177,15 @@ def _waiting_rank_first(account: AccountResult, arrivals: Arrivals) -> AccountRe
     return replace(account, primary=best)
 
 
-def analyze_trace(
-    trace: Trace,
+def analyze_events(
+    events: Events,
     *,
     min_gap_ns: int = DEFAULT_MIN_GAP_NS,
     step_range: str | None = None,
     topology: Topology | None = None,
-    pid: int | None = None,
+    timeline: bool = False,
 ) -> Report:
-    events = Events.load(trace)
-    if pid is not None:
-        events = events.for_process(pid)
+    """The Report of loaded events (all of a report's, or one process's: ``for_process``)."""
     skipped: list[Skipped] = []
     gpu = events.has_gpu_activity
     cuda_fix = "profile with --trace=cuda,nvtx,osrt on a machine with a CUDA GPU"
@@ -160,7 +198,7 @@ def analyze_trace(
         for name in ("gaps", "transfers", "overlap"):
             skipped.append(Skipped(name, "no GPU activity in the trace", cuda_fix))
     if len(events.osrt):
-        osrt = analyze_osrt(events, device_gaps(events, min_gap_ns) if gpu else {})
+        osrt = analyze_osrt(events, events.device_gaps(min_gap_ns) if gpu else {})
     else:
         skipped.append(
             Skipped("osrt", "no OS-runtime calls in the trace", "profile with --trace=osrt")
@@ -211,12 +249,13 @@ def analyze_trace(
         accounts=account.accounts if account else (),
         arrivals=arrivals,
     )
+    facts = events.lookups
     info = TraceInfo(
-        path=safe_name(trace.path.name),
-        nsys_version=trace.nsys_version,
-        schema_version=trace.schema_version,
-        gpus=tuple(f"{g.name} ({g.bus_id})" if g.bus_id else g.name for g in trace.gpus()),
-        session_start_utc_ns=trace.session_start_utc_ns,
+        path=safe_name(facts.path.name),
+        nsys_version=facts.nsys_version,
+        schema_version=facts.schema_version,
+        gpus=tuple(f"{g.name} ({g.bus_id})" if g.bus_id else g.name for g in facts.gpus),
+        session_start_utc_ns=facts.session_start_utc_ns,
         processes=len(gpu_pids),
     )
     return Report(
@@ -233,4 +272,5 @@ def analyze_trace(
         findings=health,
         recommendations=diagnose(evidence),
         skipped=tuple(skipped),
+        timeline=build_timeline(events, steps, gaps) if timeline else None,
     )

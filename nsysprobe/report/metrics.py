@@ -1,8 +1,8 @@
 """The headline figures of one run, as ``compare`` and ``history`` show them.
 
-They are read from the report's JSON form (``analysis.json`` of a run folder has the same
-shape), so a run analyzed now, one analyzed earlier and one recorded in the history give the
-same figures:
+``metrics_of`` reads them from a ``Report``; ``metrics_from_json`` from the report's saved JSON
+form (``analysis.json`` of a run folder, ``--format json``), so a run analyzed now, one
+analyzed earlier and one recorded in the history give the same figures:
 
     steps_per_s          1 / median step wall time (the steps analysis)
     gpu_busy_ratio       union of GPU work in the steps / their wall time; without a step range
@@ -81,11 +81,47 @@ def figure(field: str, value: object) -> int | float | None:
 
 
 def metrics_of(report: Report) -> RunMetrics:
-    from nsysprobe.render.jsonfmt import report_dict
+    """The figures of ``report``, read from its fields: the same figures ``metrics_from_json``
+    reads from its JSON form. Lenient: a figure out of range that an analysis computed from an
+    odd trace reads as not measured (None), rather than failing the analysis that made it."""
 
-    # Lenient: a figure out of range that an analysis computed from an odd trace reads as
-    # not measured, rather than failing the analysis that made it.
-    return metrics_from_json(report_dict(report), strict=False)
+    def each(values: list[int]) -> list[int] | None:
+        checked = [figure("step_wall_ns", v) for v in values]
+        return None if None in checked else checked
+
+    steps, gaps = report.steps, report.gaps
+    rows = steps.rows if steps else ()
+    walls, idles = each([r.wall_ns for r in rows]), each([r.gpu_idle_ns for r in rows])
+    devices = gaps.devices if gaps else ()
+    spans, busys = each([d.span_ns for d in devices]), each([d.busy_ns for d in devices])
+    if steps:
+        busy, basis = figure("gpu_busy_ratio", steps.gpu_busy_ratio), "steps"
+    elif spans and busys and sum(spans):
+        busy, basis = figure("gpu_busy_ratio", sum(busys) / sum(spans)), "span"
+    else:
+        busy, basis = None, "none"
+    top = report.recommendations[0] if report.recommendations else None
+    return RunMetrics(
+        trace=name(report.trace.path),
+        step_count=figure("step_count", steps.count) if steps else None,
+        steps_per_s=figure("steps_per_s", steps.steps_per_s) if steps else None,
+        median_step_ns=figure("median_step_ns", steps.median_step_ns) if steps else None,
+        gpu_busy_ratio=busy,
+        busy_basis=basis,
+        idle_per_step_ns=_median_int(sorted(idles)) if idles else None,
+        gap_ns=figure("gap_ns", gaps.gap_ns) if gaps else None,
+        pageable_htod_bytes=(
+            figure("pageable_htod_bytes", report.transfers.pageable_htod_bytes)
+            if report.transfers
+            else None
+        ),
+        exposed_copy_ns=(
+            figure("exposed_copy_ns", report.overlap.exposed_ns) if report.overlap else None
+        ),
+        top_recommendation=name(top.id) if top else None,
+        top_gain_ratio=figure("top_gain_ratio", top.expected_gain_ratio) if top else None,
+        step_wall_ns=tuple(walls or ()),
+    )
 
 
 def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:

@@ -46,12 +46,11 @@ from nsysprobe.report.metrics import (
     metrics_of,
     parse_json,
 )
+from nsysprobe.report.saved import ANALYSIS_FILE
 
 SCHEMA_VERSION = 1
 ALPHA = 0.05
 MIN_STEPS = 3
-ANALYSIS_FILE = "analysis.json"
-TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
 # An analysis.json is tens of kB (10,000 step rows, the most a report lists, make some 2 MB).
 MAX_ANALYSIS_BYTES = 16 << 20
 

@@ -62,10 +62,8 @@ from nsysprobe.trace.schema import (
     NVTX_DOMAIN_CREATE,
     NVTX_PUSH_POP,
     NVTX_START_END,
+    SQLITE_MAGIC,
 )
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
 
 # Memory kinds as exported (ENUM_CUDA_MEM_KIND); raw CUPTI numbers them differently.
 MEM_KIND_LABELS = {
@@ -512,18 +510,6 @@ class Trace:
             return None
         df = self._select("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"], where="LIMIT 1")
         return as_int(df["utcEpochNs"].iloc[0]) if len(df) else None
-
-    @cached_property
-    def capture_window_ns(self) -> tuple[int, int] | None:
-        """(start, stop) of the capture from ``ANALYSIS_DETAILS``, when the export has it."""
-        if "ANALYSIS_DETAILS" not in self.tables:
-            return None
-        df = self._select("ANALYSIS_DETAILS", ["startTime", "stopTime"])
-        starts = [t for t in map(as_int, df["startTime"]) if t is not None]
-        stops = [t for t in map(as_int, df["stopTime"]) if t is not None]
-        if not starts or not stops or max(stops) < min(starts):
-            return None
-        return min(starts), max(stops)
 
     def gpus(self) -> list[GpuInfo]:
         """GPUs the report describes: ``TARGET_INFO_GPU`` (2021.3+), ``TARGET_INFO_CUDA_GPU``

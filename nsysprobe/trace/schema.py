@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The first bytes of every SQLite database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
 STRING_TABLE = "StringIds"
 
 # NVTX eventType values as exported (ENUM_NSYS_EVENT_TYPE).
@@ -127,7 +130,6 @@ TABLES: dict[str, Table] = {
     "TARGET_INFO_CUDA_DEVICE": _GPU_INFO,
     "TARGET_INFO_CUDA_GPU": _GPU_INFO,
     "TARGET_INFO_SESSION_START_TIME": Table(numbers=("utcEpochNs",)),
-    "ANALYSIS_DETAILS": Table(numbers=("startTime", "stopTime")),
     "ENUM_CUDA_MEM_KIND": Table(numbers=("id",), texts=("label",)),
     "ENUM_CUDA_MEMCPY_OPER": Table(numbers=("id",), texts=("name",)),
     "DIAGNOSTIC_EVENT": Table(

@@ -18,7 +18,7 @@ import pytest
 from nsysprobe.analyses import events as events_module
 from nsysprobe.analyses import gaps as gaps_module
 from nsysprobe.analyses.events import Events
-from nsysprobe.analyses.gaps import analyze_gaps, device_gaps
+from nsysprobe.analyses.gaps import analyze_gaps
 from nsysprobe.analyses.health import analyze_health
 from nsysprobe.analyses.osrt import analyze_osrt
 from nsysprobe.analyses.overlap import analyze_overlap
@@ -116,7 +116,7 @@ def test_copy_compute_overlap_is_union_based(events):
 
 
 def test_osrt_per_function_and_thread_with_time_in_gaps(events, rows_per_block):
-    o = analyze_osrt(events, device_gaps(events, MS))
+    o = analyze_osrt(events, events.device_gaps(MS))
     rows = {(r.function, r.thread.split(" (")[0]): r for r in o.rows}
     munmap_main = rows[("munmap", "main")]
     assert (munmap_main.count, munmap_main.total_ns, munmap_main.in_gap_ns) == (1, 8 * MS, 8 * MS)
@@ -146,7 +146,7 @@ def test_osrt_figures_add_up_over_many_calls(build, rows_per_block):
         calls.append((name, tid, start, end))
     with Trace(build(ex)) as trace:
         events = Events.load(trace)
-        o = analyze_osrt(events, device_gaps(events, MS))
+        o = analyze_osrt(events, events.device_gaps(MS))
     got = {(r.function, r.thread): (r.count, r.total_ns, r.max_ns, r.in_gap_ns) for r in o.rows}
     want = {}
     for name, tid, start, end in calls:

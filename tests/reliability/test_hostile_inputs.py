@@ -581,7 +581,7 @@ def test_ctrl_c_during_the_analysis_exits_130(tmp_path):
         "analyze",
         str(crafted(tmp_path)),
         "--no-history",
-        patch=pause_at("nsysprobe.report.analyze:analyze_trace", marker),
+        patch=pause_at("nsysprobe.report.analyze:analyze_events", marker),
         on_start=lambda proc: (wait_for(marker), os.kill(proc.pid, signal.SIGINT)),
     )
     assert done.code == 130, done.stderr

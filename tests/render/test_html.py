@@ -1,8 +1,8 @@
 """The HTML report, loaded in a real headless Chromium (Debian's; scripts/install_chromium.sh).
 
 Figures are checked by their SVG elements against figures computed here from the ladder's
-definition (tests/exports.py) or straight from the SQLite file; hostile trace strings must
-reach the DOM as text, never as elements.
+definition (tests/exports.py) or straight from the SQLite file, and the screenshot by its
+pixels; hostile trace strings must reach the DOM as text, never as elements.
 """
 
 from __future__ import annotations
@@ -11,15 +11,21 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 
 import nsysprobe
-from nsysprobe.analyses.timeline import PAD_RATIO, build_timeline
+from nsysprobe.analyses.timeline import PAD_RATIO
 from nsysprobe.cli import main
 from nsysprobe.errors import InputError
-from nsysprobe.render.html import render_html
+from nsysprobe.ranks.many import cross_rank
+from nsysprobe.render import render
+from nsysprobe.render.html import ENVIRONMENT, render_html
+from nsysprobe.render.many import render_many_html
 
 from exports import MS, Export, ladder_rung
 
@@ -185,8 +191,8 @@ def test_hostile_names_are_escaped_in_the_file(build, tmp_path):
     text = html_of(path, tmp_path).read_text()
     assert "<script" not in text.lower()
     assert "<img" not in text and "<svg onload" not in text and "<b>" not in text
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in text
-    assert "&quot;quoted&quot; &amp; &#x27;single&#x27; &lt;b&gt;" in text
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in text
+    assert "&#34;quoted&#34; &amp; &#39;single&#39; &lt;b&gt;" in text
     assert "&lt;img src=x onerror=alert(1)&gt;" in text
     assert report.steps is not None  # the hostile step names were found as steps
 
@@ -203,15 +209,75 @@ def test_hostile_names_stay_text_in_the_browser(build, tmp_path):
     assert '&lt;script&gt;alert("x")&lt;/script&gt;' in dom
 
 
+def timeline_window(path) -> tuple[int, int]:
+    """The timeline's window of a ladder rung: its steps 1 to 3, padded by PAD_RATIO."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        steps = db.execute(
+            "SELECT n.start, n.end FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
+            "WHERE s.value LIKE 'Batch %' ORDER BY n.start"
+        ).fetchall()
+    w0, w1 = steps[1][0], steps[3][1]
+    pad = int((w1 - w0) * PAD_RATIO)
+    return w0 - pad, w1 + pad
+
+
+KERNEL_RGB = (0x3F, 0x6F, 0xD1)  # the timeline's kernel color, KIND_COLORS["kernel"]
+
+
+def kernel_lane_pixels(png: Path) -> tuple[np.ndarray, int, int]:
+    """(per pixel column of the timeline's plot: a kernel drawn there, its first and last+1
+    column) from a screenshot of the page.
+
+    The kernel lane is the first band of rows, from the top, with 20 or more pixels of the
+    kernel color (the legend's swatch is 14 wide), and a timeline row tall (20 px at this
+    width; the overlap figure's kernel bar is 14). The plot's extent is the longest run of
+    non-white pixels in a row just above the lane (its background, #fbfbfc, on the white
+    card)."""
+    img = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    kernel = np.all(np.abs(img - KERNEL_RGB) <= 3, axis=2)
+    rows = np.flatnonzero(kernel.sum(axis=1) >= 20)
+    assert len(rows), "no row of the screenshot shows kernels"
+    top = bottom = rows[0]
+    while bottom + 1 in rows:
+        bottom += 1
+    assert 17 <= bottom + 1 - top <= 21, (top, bottom)
+    drawn = np.any(img[top - 2] != 255, axis=1).astype(int)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], drawn, [0]])))
+    x0, x1 = max(zip(edges[::2], edges[1::2]), key=lambda run: run[1] - run[0])
+    return kernel[top : bottom + 1, x0:x1].any(axis=0), x0, x1
+
+
 @needs_chromium
-def test_screenshot_of_a_ladder_report(rung, tmp_path):
-    page = html_of(rung("multiworker"), tmp_path)
+@pytest.mark.parametrize("rung_name", ["baseline", "multiworker"])
+def test_screenshot_shows_the_kernels_where_the_trace_has_them(rung, tmp_path, rung_name):
+    """The page as Chromium paints it: the timeline's kernel lane has the kernel color in the
+    pixel columns, and so the share of its width, where the SQLite export has a kernel
+    running (the union of the kernels over the window, read here with plain sqlite3)."""
+    path = rung(rung_name)
+    page = html_of(path, tmp_path)
     png = tmp_path / "report.png"
     browse(page, tmp_path, "--hide-scrollbars", "--window-size=1300,1600", f"--screenshot={png}")
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert (width, height) == (1300, 1600)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert Image.open(png).size == (1300, 1600)
+
+    w0, w1 = timeline_window(path)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        kernels = db.execute(
+            "SELECT max(start, ?), min(end, ?) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+            "WHERE end > ? AND start < ?",
+            (w0, w1, w0, w1),
+        ).fetchall()
+    drawn, x0, x1 = kernel_lane_pixels(png)
+    assert abs((x1 - x0) - 930 * 1186 / 1200) < 4  # the plot, 930 of 1200 at 1186 px wide
+    at = w0 + (np.arange(x0, x1) + 0.5 - x0) / (x1 - x0) * (w1 - w0)  # each column's time
+    running = np.zeros(len(at), bool)
+    for start, end in kernels:
+        running |= (at >= start) & (at < end)
+    busy_ratio = running.mean()  # the union of the kernels over the window's span
+    assert 0.1 < busy_ratio < 0.9
+    assert abs(drawn.mean() - busy_ratio) < 0.03, (drawn.mean(), busy_ratio)
+    # where, not only how much: bar edges (white strokes, antialiasing) are the only misses
+    assert (drawn != running).mean() < 0.03
 
 
 def test_empty_trace_renders(build):
@@ -224,12 +290,60 @@ def test_empty_trace_renders(build):
 
 def test_same_report_same_bytes(build):
     path = build(ladder_rung("pinned"))
-    report = nsysprobe.analyze(path)
-    from nsysprobe.analyses.timeline import load_timeline
+    one = nsysprobe.analyze(path, timeline=True)
+    two = nsysprobe.analyze(path, timeline=True)
+    assert render_html(one, one.timeline) == render_html(two, two.timeline)
 
-    one = render_html(report, load_timeline(path, report.steps, report.gaps))
-    two = render_html(report, load_timeline(path, report.steps, report.gaps))
-    assert one == two
+
+def test_copy_sizes_in_the_reports_unit(rung):
+    """A 64 MiB copy reads 67.11 MB, GB and MB being 10^9 and 10^6 bytes as in the text."""
+    report = nsysprobe.analyze(rung("pinned"), timeline=True)
+    page = render_html(report, report.timeline)
+    sizes = re.findall(r"<title>HtoD ([^<]*) \(Pinned\) · ", page)
+    assert len(sizes) >= 3 and set(sizes) == {"67.11 MB"}
+    assert f"{6 * (64 << 20) / 1e6:,.2f} MB" in render(report)  # the transfers: 402.65 MB
+
+
+def test_control_characters_never_reach_the_page(build):
+    """The reader spells them out (\\u0001); the templates drop any that would get past it."""
+    ex = Export()
+    for i in range(3):
+        t = (1000 + i * 100) * MS
+        ex.nvtx(t, t + 90 * MS, f"step\x01\x1b[31m {i}")
+        ex.kernel(t + MS, t + 80 * MS, name="k\x07ernel")
+    report = nsysprobe.analyze(build(ex), timeline=True)
+    page = render_html(report, report.timeline)
+    assert re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", page) is None
+    assert "<title>step\\u0001\\u001b[31m 1 · 90.0 ms</title>" in page
+    template = ENVIRONMENT.from_string('<p title="{{ x }}">{{ x }}</p>')
+    assert template.render(x="a\x01\x1b<b>") == '<p title="a&lt;b&gt;">a&lt;b&gt;</p>'
+
+
+def test_one_skeleton_for_both_pages(build):
+    """The single report and the many-ranks page extend the same base.html: same head, same
+    style, same footer line; no page carries a script."""
+    report = nsysprobe.analyze(build(Export()))
+    pages = [render_html(report, None), render_many_html(cross_rank([]))]
+
+    def head(page):
+        return re.sub(r"<title>.*?</title>", "", page[: page.index("</head>")])
+
+    assert head(pages[0]) == head(pages[1])
+    for page in pages:
+        assert "<script" not in page and "default-src 'none'" in page
+        assert re.search(r"<footer>nsysprobe [^<]+, (report|cross-rank) schema \d", page)
+
+
+def test_templates_never_mark_text_safe():
+    """Escaping is by construction: no template or renderer turns escaping off."""
+    import nsysprobe.render.html as html_module
+
+    folder = Path(html_module.__file__).parent
+    templates = list((folder / "templates").iterdir())
+    assert {t.name for t in templates} >= {"base.html", "cards.html", "svg.html", "report.html"}
+    for source in [*templates, folder / "html.py", folder / "many.py"]:
+        text = source.read_text()
+        assert not re.search(r"\|\s*safe|autoescape\s+false|Markup\(", text), source.name
 
 
 def test_timeline_rows_are_bounded(build):
@@ -241,13 +355,7 @@ def test_timeline_rows_are_bounded(build):
         for k in range(10_000):
             s = t0 + k * 8_000
             ex.kernel(s, s + 2_000, name=f"k{k % 7}")
-    path = build(ex)
-    report = nsysprobe.analyze(path)
-    from nsysprobe.analyses.events import Events
-    from nsysprobe.trace.reader import Trace
-
-    with Trace(path) as trace:
-        tl = build_timeline(Events.load(trace), report.steps, report.gaps)
+    tl = nsysprobe.analyze(build(ex), timeline=True).timeline
     (lane,) = [lane for lane in tl.lanes if lane.group == "GPU 0"]
     assert lane.events == 30_000
     assert len(lane.bars) <= 2_400

@@ -336,8 +336,8 @@ def test_ids_beyond_32_bits_read_wide_and_analyze_the_same(tmp_path):
     # Ids are read as int32 when they fit. Correlation ids that do not (each multiplied by
     # 2^32, so that any cut to 32 bits would make them all one) read as int64, and every
     # figure of the analysis, which joins GPU work to its calls by them, stays the same.
-    from nsysprobe.render.jsonfmt import report_dict
     from nsysprobe.report.analyze import analyze
+    from nsysprobe.report.saved import report_dict
 
     from conftest import SAMPLE_TRACES
 

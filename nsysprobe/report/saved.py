@@ -1,23 +1,30 @@
-"""The JSON form of a Report: the dataclasses as they are, with ``schema_version`` first.
+"""The report's saved form: ``analysis.json`` of a run folder, the same JSON as
+``nsysprobe analyze --format json``.
 
 Keys: ``schema_version``, ``trace``, ``devices`` (per device ``device_id``, ``busy_ns``,
 ``kernel_busy_ns``, ``span_ns``, ``busy_ratio``, ...), ``gaps``, ``transfers`` (``rows`` with
 ``copy_kind``, ``src_kind``, ``dst_kind``, ``count``, ``bytes``, ``duration_ns``, ``gbps``),
 ``osrt`` (``rows`` with ``function``, ``thread``, ``count``, ``total_ns``, ``max_ns``,
 ``in_gap_ns``), ``overlap``, ``steps``, ``findings``, ``recommendations`` (ordered, each with
-``id``, ``reason``, ``expected_gain_ratio``, ``evidence``), ``skipped``.
+``id``, ``reason``, ``expected_gain_ratio``, ``evidence``), ``skipped``. The dataclasses as
+they are, with ``schema_version`` first; ``metrics.metrics_from_json`` reads it back.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 from nsysprobe.report.analyze import Report
 
+ANALYSIS_FILE = "analysis.json"
+
 
 def report_dict(report: Report) -> dict:
-    data = dataclasses.asdict(report)
+    # The timeline is the HTML page's, not a figure.
+    data = dataclasses.asdict(dataclasses.replace(report, timeline=None))
+    del data["timeline"]
     out = {"schema_version": data.pop("schema_version"), "trace": data.pop("trace")}
     gaps = data["gaps"]
     out["devices"] = gaps.pop("devices") if gaps else []
@@ -27,5 +34,12 @@ def report_dict(report: Report) -> dict:
     return out
 
 
-def render_json(report: Report) -> str:
+def to_json(report: Report) -> str:
     return json.dumps(report_dict(report), indent=2, ensure_ascii=False) + "\n"
+
+
+def save_analysis(report: Report, folder: Path) -> Path:
+    """Write ``report`` as ``folder/analysis.json``; return its path."""
+    path = Path(folder) / ANALYSIS_FILE
+    path.write_text(to_json(report), encoding="utf-8")
+    return path

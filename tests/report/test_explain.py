@@ -1,0 +1,58 @@
+"""``nsysprobe explain``: each analysis's definition from its module's docstring, each
+recommendation's meaning from the diagnosis's catalogue, and the README's tables the same."""
+
+import ast
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from nsysprobe.cli import main
+
+ROOT = Path(__file__).parents[2]
+BEGIN = "<!-- nsysprobe explain --format markdown: begin -->\n"
+END = "<!-- nsysprobe explain --format markdown: end -->"
+# Modules of analyses/ that are tools of the others, not questions a report answers.
+TOOLS = {"__init__", "events", "intervals", "stats"}
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, ["explain", *args])
+
+
+def test_the_readme_tables_are_the_command_output():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(BEGIN, 1)[1].split(END, 1)[0]
+    result = invoke("--format", "markdown")
+    assert result.exit_code == 0
+    assert block == result.output
+
+
+def test_an_analysis_is_its_module_docstring():
+    doc = ast.get_docstring(ast.parse((ROOT / "nsysprobe/analyses/gaps.py").read_text()))
+    result = invoke("gaps")
+    assert result.exit_code == 0
+    assert result.output == doc.strip() + "\n"
+
+
+def test_every_analysis_module_and_every_recommendation_id_is_explained():
+    listing = invoke().output.splitlines()
+    listed = {line.split()[0]: line.split()[1] for line in listing}
+    modules = {p.stem for p in (ROOT / "nsysprobe/analyses").glob("*.py")} - TOOLS
+    analyses = {n for n, kind in listed.items() if kind == "analysis"}
+    assert len(analyses) == len(modules)  # one name per module (placement: cpu_placement)
+    assert {n.replace("placement", "cpu_placement") for n in analyses} == modules
+    # Every id the rules can give: Recommendation(id="...") and _rec(account, "...", ...).
+    rules = (ROOT / "nsysprobe/diagnose/rules.py").read_text()
+    made = set(re.findall(r'\bid="([a-z_]+)"', rules))
+    made |= set(re.findall(r'_rec\(\s*\w+,\s*"([a-z_]+)"', rules))
+    assert made and made == {n for n, kind in listed.items() if kind == "recommendation"}
+
+
+def test_a_recommendation_says_its_meaning_and_an_unknown_name_is_one_line():
+    result = invoke("pinned_memory")
+    assert result.output.startswith("pinned_memory: host-to-device copies from pageable memory")
+    result = invoke("turbo")
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert result.output.startswith("nsysprobe: error: explain 'turbo': no analysis or")

@@ -1,0 +1,37 @@
+"""The headline figures read from a Report (``metrics_of``) against the same figures read from
+its JSON form (``metrics_from_json``, the path ``compare`` takes for ``analysis.json``), and
+against plain SQL over the export."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from nsysprobe.report.analyze import analyze
+from nsysprobe.report.metrics import metrics_from_json, metrics_of
+from nsysprobe.report.saved import to_json
+
+SAMPLES = sorted((Path(__file__).parents[2] / "sample_traces").glob("*.sqlite"))
+PAGEABLE, HTOD = 0, 1  # ENUM_CUDA_MEM_KIND, ENUM_CUDA_MEMCPY_OPER
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_figures_of_a_report_are_those_of_its_json(path):
+    report = analyze(path)
+    from_report = metrics_of(report)
+    assert from_report == metrics_from_json(json.loads(to_json(report)), strict=False)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        pageable = 0
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
+            (pageable,) = db.execute(
+                "SELECT COALESCE(SUM(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                "WHERE copyKind = ? AND srcKind = ?",
+                (HTOD, PAGEABLE),
+            ).fetchone()
+    assert from_report.pageable_htod_bytes == pageable
+    if report.steps is None:
+        assert (from_report.step_count, from_report.step_wall_ns) == (None, ())
+    else:
+        assert from_report.step_count == len(from_report.step_wall_ns) > 0
