@@ -304,6 +304,8 @@ def innermost_cover(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) ->
     before it; intervals that overlap without nesting fall back to the outermost one.
     """
     held = np.flatnonzero(ends > starts)  # an empty interval holds no point
+    if not held.size:
+        return np.full(points.size, -1, dtype=np.int64)
     if held.size < starts.size:
         found = innermost_cover(starts[held], ends[held], points)
         return np.where(found >= 0, held[np.clip(found, 0, None)], -1)

@@ -192,6 +192,12 @@ def analyze(
             **options,
         )
         echo(MANY_RENDERERS[fmt](many), nl=False)
+        if many.ranks and len(many.errors) == len(many.ranks):
+            # The table says why for each; the exit status says that nothing was analyzed.
+            raise InputError(
+                f"none of the {len(many.ranks)} reports could be analyzed (see the errors "
+                "above); give exports or reports nsys wrote"
+            )
         return
     report = analyze_with_outputs(
         paths[0],

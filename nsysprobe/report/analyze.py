@@ -24,11 +24,14 @@ from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.common.safetext import name as safe_name
 from nsysprobe.diagnose.rules import Evidence, Recommendation, diagnose
-from nsysprobe.errors import InputError
+from nsysprobe.errors import InputError, TraceError
 from nsysprobe.numa.topology import Topology
 from nsysprobe.trace.reader import Trace
 
 SCHEMA_VERSION = 1
+# Ranks one report is split into at most (``analyze_processes``): one per GPU process of a
+# node; each costs a full analysis.
+MAX_RANKS = 64
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,11 @@ def analyze_processes(
     with Trace(path) as trace:
         events = Events.load(trace, sched=topology is not None)
         pids = sorted(set().union(*events.device_pids.values()))
+        if len(pids) > MAX_RANKS:
+            raise TraceError(
+                f"{path}: {len(pids)} processes ran GPU work, more than the {MAX_RANKS} ranks "
+                f"one report holds (one node's GPUs); analyze it as one report, without --ranks"
+            )
         if len(pids) <= 1:
             return [(None, analyze_events(events, topology=topology, **options))]
         return [

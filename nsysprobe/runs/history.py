@@ -106,6 +106,13 @@ def record(
         "step_wall_ns": json.dumps(list(metrics.step_wall_ns)),
     }
     path = Path(history_path) if history_path is not None else default_path()
+    for role, other in paths.items():
+        if other is not None and path.exists() and Path(other).exists():
+            if os.path.samefile(path, other):
+                raise InputError(
+                    f"{path}: the history database would be the {role} itself; give "
+                    f"--history another file (or --no-history)"
+                )
     path.parent.mkdir(parents=True, exist_ok=True)
     with _open(path) as db, db.conn:
         table = db[TABLE]
@@ -224,6 +231,9 @@ def check_schema(db: sqlite_utils.Database) -> str | None:
             return f"{TABLE} is not keyed by id INTEGER PRIMARY KEY"
         if any(c[6] for c in columns):
             return f"{TABLE} has generated or hidden columns"
+        # nsysprobe's columns have no DEFAULT: one would run its SQL on every insert.
+        if any(c[4] is not None for c in columns):
+            return f"{TABLE} has columns with DEFAULT values"
     return None
 
 

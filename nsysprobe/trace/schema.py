@@ -49,6 +49,7 @@ EXPORT_META_KEYS = ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION")
 CAPTURE_FLAGS = {"COLLECT_NVTX_TRACE": "nvtx", "COLLECT_CUDA_TRACE": "cuda"}
 CAPTURE_EVENT_TYPE = "CAPTURE_EVENT_TYPE"
 CAPTURE_EVENT_TYPES = {"NvtxEvents": "nvtx", "Cuda": "cuda", "OSRuntime": "osrt"}
+CAPTURE_KEYS = frozenset({CAPTURE_EVENT_TYPE, *CAPTURE_FLAGS})
 
 # ``DIAGNOSTIC_EVENT`` texts read (SQL LIKE patterns): nsys's notes that it dropped records.
 DIAGNOSTIC_PATTERNS = ("%ardware tracing%", "%events dropped%", "%records dropped%")

@@ -81,7 +81,9 @@ _BLOCK_ROWS = 1 << 18
 _MAX_BLOCKS = 256
 # Tables whose ``value`` holds the nsys version, kept as it is when it is a version number.
 _VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
-_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*(?:-[0-9A-Za-z.]+)?")
+# Numbers and dots, as every export writes them (``2025.3.2.0``, ``3.20.3``); a suffix could
+# carry anything, so only the number is kept.
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _DEFERRED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
@@ -364,19 +366,22 @@ class _Copy:
         return clean
 
     def _version(self, value, is_text: int):
-        """SQL ``nsysprobe_version``: the nsys version as it is when it is a version number
-        (``2025.3.2.0`` is not an IPv4 address), else scrubbed as other text."""
+        """SQL ``nsysprobe_version``: the version number a value starts with (``2025.3.2.0``
+        is not an IPv4 address), and nothing after it; else the value scrubbed as other text."""
         if isinstance(value, bytes) and is_text:
-            text = self._decoded(value, is_text)
-            if _VERSION.fullmatch(text):
-                return text
+            number = _VERSION.match(self._decoded(value, is_text))
+            if number:
+                return number.group(0)
         return self._text(value, is_text)
 
     def _key(self, value, is_text: int):
-        """SQL ``nsysprobe_key``: the part after the last ``:`` of a capture option's name."""
+        """SQL ``nsysprobe_key``: the part after the last ``:`` of a capture option's name when
+        it is one the reader reads (``schema.CAPTURE_KEYS``), else NULL: SQLite's GLOB that
+        chose the row stops at a NUL, so the name may end in anything."""
         if not isinstance(value, bytes):
-            return value
-        return self._decoded(value, is_text).rsplit(":", 1)[-1]
+            return None
+        key = self._decoded(value, is_text).rsplit(":", 1)[-1]
+        return key if key in schema.CAPTURE_KEYS else None
 
     def _decoded(self, raw: bytes, is_text: int) -> str:
         """Text in the export's encoding, a BLOB as UTF-8 (as the reader reads them), bytes
@@ -401,6 +406,7 @@ class _Copy:
         # it may be malformed, and it is thrown away.
         name = getattr(exc, "sqlite_errorname", "")  # Python 3.11+
         text = str(exc)
+        self.budget.resume(exc)  # a signal that stopped SQLite ends the run as that signal
         if self.too_long is not None:
             return self._too_large(self.too_long)
         if self.budget.spent:

@@ -119,7 +119,7 @@ _KNOWN_PREFIX = re.compile(
     r"hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox|AKIA|ASIA|AIza|npm_|pypi-|eyJ"
 )
 _KNOWN_TOKEN = re.compile(
-    r"(?<![\w#-])(?:hf_[A-Za-z#]{12,}|gh[pousr]_[A-Za-z#]{4,}|github_pat_[\w#]{8,}"
+    r"(?<![\w#])(?:hf_[A-Za-z#]{12,}|gh[pousr]_[A-Za-z#]{4,}|github_pat_[\w#]{8,}"
     r"|glpat-[\w#-]{8,}|sk-(?:ant-|proj-)?[\w#-]{12,}|xox[abposr]-[\w#-]{6,}"
     r"|(?:AKIA|ASIA)[A-Z#]{4,16}|AIza[\w#-]{16,}|npm_[A-Za-z#]{12,}|pypi-[\w#-]{16,}"
     r"|eyJ[\w#-]{4,}\.[\w#-]{4,}\.[\w#-]{4,})(?![\w#-])"

@@ -1,0 +1,91 @@
+"""Hostile inputs of the third review round (issue 12): each failed before its fix."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+from .checks import check_terminal_safe
+from .hostile import SAMPLES, crafted, run_cli
+
+PYTHON_OVERHEAD = SAMPLES / "h200_python_overhead.sqlite"
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_nvtx_ranges_all_of_zero_length_are_no_ranges(tmp_path):
+    # Was: internal error (IndexError in intervals.innermost_cover), exit 70.
+    path = crafted(tmp_path, 'UPDATE NVTX_EVENTS SET "end" = "start"', base=PYTHON_OVERHEAD)
+    done = run_cli("analyze", str(path), "--no-history")
+    assert done.code == 0, done.stderr
+    assert "VERDICT:" in done.stdout
+
+
+def test_scrub_keeps_no_secret_in_a_version_or_behind_a_nul_in_an_option_name(tmp_path):
+    # Was: both secrets byte for byte in the copy.
+    key, token = "AKIAIOSFODNN7EXAMPLE", "ghp_NULTRICKsecretTOKEN1234567890"
+    path = crafted(
+        tmp_path,
+        f"UPDATE META_DATA_EXPORT SET value = '2025.3.2-{key}' "
+        "WHERE name = 'EXPORT_PRODUCT_VERSION'",
+        "INSERT INTO META_DATA_CAPTURE (name, value) VALUES "
+        f"('PROCESS_9:COLLECT_CUDA_TRACE' || char(0) || ':{token}', 'true')",
+        base=PYTHON_OVERHEAD,
+    )
+    out = tmp_path / "shared.sqlite"
+    done = run_cli("scrub", str(path), "-o", str(out))
+    assert done.code == 0, done.stderr
+    data = out.read_bytes()
+    assert key.encode() not in data and token.encode() not in data
+    with sqlite3.connect(out) as db:
+        (version,) = db.execute(
+            "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_VERSION'"
+        ).fetchone()
+        names = {n for (n,) in db.execute("SELECT name FROM META_DATA_CAPTURE")}
+    assert version == "2025.3.2"
+    assert names == {"CAPTURE_EVENT_TYPE", "COLLECT_NVTX_TRACE", "COLLECT_CUDA_TRACE", None}
+
+
+def test_the_history_is_never_the_trace_nor_a_database_whose_defaults_run(tmp_path):
+    # Was: the trace got a runs table; a DEFAULT (zeroblob(...)) grew the history to 900 MB.
+    path = crafted(tmp_path, base=PYTHON_OVERHEAD)
+    before = _digest(path)
+    done = run_cli("analyze", str(path), "--history", str(path))
+    assert done.code == 0
+    assert "the history database would be the trace itself" in done.stderr
+    assert _digest(path) == before
+    history = tmp_path / "h.db"
+    with sqlite3.connect(history) as db:
+        db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, d TEXT DEFAULT (zeroblob(1000)))")
+    size = history.stat().st_size
+    done = run_cli("analyze", str(path), "--history", str(history))
+    assert "runs has columns with DEFAULT values" in done.stderr
+    assert history.stat().st_size == size
+    check_terminal_safe(done.stdout, done.stderr, "history")
+
+
+def test_many_ranks_exit_2_when_none_is_analyzed_and_cap_the_ranks_of_one_report(tmp_path):
+    # Was: exit 0 with a table of errors; 2,400 processes ran past a minute (37 ms a rank).
+    empty = [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]
+    for p in empty:
+        p.write_bytes(b"")
+    done = run_cli("analyze", *map(str, empty), "--no-history")
+    assert done.code == 2
+    assert done.error_lines[-1].startswith("nsysprobe: error: none of the 2 reports could be")
+    spread = crafted(
+        tmp_path,
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "globalPid" = rowid << 24',
+        name="spread.sqlite",
+        base=PYTHON_OVERHEAD,
+    )
+    done = run_cli(
+        "analyze", str(spread), "--ranks", "--no-history", "--format", "json", timeout=60
+    )
+    assert done.code == 2
+    (rank,) = json.loads(done.stdout)["ranks"]
+    assert "processes ran GPU work, more than the 64 ranks one report holds" in rank["error"]
+    assert done.wall_s < 30
