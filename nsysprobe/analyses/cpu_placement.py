@@ -77,10 +77,9 @@ def analyze_cpu_placement(events: Events, topology: Topology) -> CpuPlacementRes
     bus_id, gpu_node = _gpu_node(events, topology)
     runs = _run_intervals(sched)
     runs["node"] = runs["cpu"].map(node_of).fillna(-1).astype(int)
-    gpu_pids = set().union(*events.device_pids.values()) if events.device_pids else set()
-    training = set(events.launch_threads[p] for p in gpu_pids if p in events.launch_threads)
+    training = set(events.launch_threads[p] for p in events.gpu_pids if p in events.launch_threads)
     pid = pid_of(runs["globalTid"])
-    in_gpu_process = np.isin(pid, list(gpu_pids))
+    in_gpu_process = np.isin(pid, events.gpu_pids)
     is_training = runs["globalTid"].isin(training).to_numpy()
     roles = []
     for role, mask in (

@@ -407,6 +407,11 @@ class Events:
         return out
 
     @cached_property
+    def gpu_pids(self) -> list[int]:
+        """The processes that ran work on the devices analyzed, in order."""
+        return sorted(set().union(*self.device_pids.values()))
+
+    @cached_property
     def launch_threads(self) -> dict[int, int]:
         """pid -> the thread that made the most CUDA API calls (the training thread)."""
         if not len(self.runtime):

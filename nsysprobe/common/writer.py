@@ -189,6 +189,16 @@ def _fix(exc: OSError) -> str:
     return "choose another file name or folder"
 
 
+def is_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> bool:
+    """Whether ``path`` (through any links) is one of ``inputs`` or a file SQLite keeps beside
+    one; False when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return _is_one_of(st, inputs)
+
+
 def _is_one_of(st: os.stat_result, inputs: Iterable[str | os.PathLike]) -> bool:
     """Whether ``st`` is an input, or a file SQLite keeps beside one (its pending -wal)."""
     for item in inputs:

@@ -111,7 +111,6 @@ _FORK_LOCK = threading.Lock()
 _CHILD_IMPORTS = (
     "nsysprobe.capture.runfolder",
     "nsysprobe.report.metrics",
-    "nsysprobe.render",
     "nsysprobe.trace.reader",
 )
 # NUMA: the rank's threads ran this much less of their time on the GPU's node than the others'.

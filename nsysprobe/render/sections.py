@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsysprobe.analyses.arrivals import ROUND_UNITS, Arrivals
-from nsysprobe.common.units import size  # noqa: F401 (the renderers' unit)
+from nsysprobe.common.units import size
 from nsysprobe.numa.cpulist import format_cpulist as cpulist
 from nsysprobe.report.analyze import Report
 

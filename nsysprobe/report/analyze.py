@@ -149,7 +149,7 @@ def analyze_processes(
     options = dict(min_gap_ns=int(round(min_gap_ms * 1e6)), step_range=step_range)
     with Trace(path) as trace:
         events = Events.load(trace, sched=topology is not None)
-        pids = sorted(set().union(*events.device_pids.values()))
+        pids = events.gpu_pids
         if len(pids) > MAX_RANKS:
             raise TraceError(
                 f"{path}: {len(pids)} processes ran GPU work, more than the {MAX_RANKS} ranks "
@@ -248,7 +248,6 @@ def analyze_events(
     if arrivals is not None and arrivals.stragglers:
         account = _waiting_rank_first(account, arrivals)
     health = analyze_health(events)
-    gpu_pids = set().union(*events.device_pids.values()) if events.device_pids else set()
     evidence = Evidence(
         account=account.main if account else None,
         transfers=transfers,
@@ -264,7 +263,7 @@ def analyze_events(
         schema_version=facts.schema_version,
         gpus=tuple(f"{g.name} ({g.bus_id})" if g.bus_id else g.name for g in facts.gpus),
         session_start_utc_ns=facts.session_start_utc_ns,
-        processes=len(gpu_pids),
+        processes=len(events.gpu_pids),
     )
     return Report(
         schema_version=SCHEMA_VERSION,

@@ -36,6 +36,7 @@ from pathlib import Path
 import sqlite_utils
 
 from nsysprobe.common.safetext import NAME_CHARS, name
+from nsysprobe.common.writer import is_input
 from nsysprobe.errors import InputError
 from nsysprobe.report.analyze import Report
 from nsysprobe.report.metrics import (
@@ -107,12 +108,11 @@ def record(
     }
     path = Path(history_path) if history_path is not None else default_path()
     for role, other in paths.items():
-        if other is not None and path.exists() and Path(other).exists():
-            if os.path.samefile(path, other):
-                raise InputError(
-                    f"{path}: the history database would be the {role} itself; give "
-                    f"--history another file (or --no-history)"
-                )
+        if other is not None and is_input(path, [other]):
+            raise InputError(
+                f"{path}: the history database would be the {role} itself; give "
+                f"--history another file (or --no-history)"
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     with _open(path) as db, db.conn:
         table = db[TABLE]
