@@ -1,5 +1,25 @@
-"""``python -m nsysprobe``: the same as the ``nsysprobe`` command."""
+"""The ``nsysprobe`` command (``python -m nsysprobe`` too).
 
-from nsysprobe.cli import main
+Until the command line has loaded (click, the commands' modules), Ctrl-C ends the run at once
+with its one line and exit 130: nothing has been read or written yet, and a KeyboardInterrupt
+raised inside an import would print a traceback. The command line then handles Ctrl-C itself.
+"""
 
-main(prog_name="nsysprobe")
+import os
+import signal
+
+
+def _interrupted_while_starting(_signum, _frame) -> None:
+    os.write(2, b"nsysprobe: interrupted\n")
+    os._exit(128 + signal.SIGINT)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+    from nsysprobe.cli import main as command
+
+    command(prog_name="nsysprobe")
+
+
+if __name__ == "__main__":
+    main()

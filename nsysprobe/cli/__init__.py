@@ -141,6 +141,9 @@ class _Group(click.Group):
         try:
             for sig in _STOPPING_SIGNALS:
                 previous[sig] = signal.signal(sig, _stop)
+            # Ctrl-C as Python raises it (the entry point's own handler ends a run that is
+            # still starting), turned into its line and exit 130 below.
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
         except ValueError:  # not the main thread: leave the signals alone
             pass
         try:

@@ -699,19 +699,32 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
         return
     import logging
 
+    from distributed.core import Status
+    from distributed.deploy.spec import SpecCluster
+
     n = max(1, min(workers or usable_cpus(), usable_cpus()))
-    with (
-        LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit="auto",  # the machine's memory / n_workers
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster) as made,
-    ):
-        yield made
+    known = set(SpecCluster._instances)
+    try:
+        with (
+            LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit="auto",  # the machine's memory / n_workers
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            ) as cluster,
+            Client(cluster) as made,
+        ):
+            yield made
+    except BaseException:
+        # A cluster stopped (Ctrl-C) while its workers started cannot be closed: Dask asserts
+        # on a worker still starting, at exit too, in a traceback after our one line. Its
+        # worker processes are daemons and end with this one; Dask's exit hook leaves it.
+        for cluster in set(SpecCluster._instances) - known:
+            if cluster.status != Status.closed:
+                cluster.shutdown_on_close = False
+        raise
 
 
 def check_scheduler(address: str, timeout_s: float = SCHEDULER_CONNECT_S) -> None:

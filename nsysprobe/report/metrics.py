@@ -32,6 +32,11 @@ from nsysprobe.report.analyze import Report
 INT64_MAX = 2**63 - 1  # SQLite's largest integer, and numpy's
 PATH_CHARS = 4096  # the longest path Linux opens: a path shown is cut only past it
 MAX_JSON_DEPTH = 32  # a report's JSON nests 8 deep
+# Objects and arrays a JSON form may open: a report's holds one per ~100 bytes (800 in the
+# largest sample's 97 kB; 10,000 steps with a few child ranges each, some 70,000). Each costs
+# Python some 60-300 bytes however small its text ("{}," is 3), so their count is what bounds
+# the parser's memory.
+MAX_JSON_CONTAINERS = 1 << 18
 BUSY_BASES = ("steps", "span", "none")
 
 # Each figure's type and the range it lies in. A step lasts 1 ns or more, so steps_per_s is
@@ -184,8 +189,16 @@ def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
 
 
 def parse_json(raw: bytes) -> object:
-    """JSON as nsysprobe writes it: FigureError (a ValueError) when it nests deeper than
-    ``MAX_JSON_DEPTH``, ValueError when it is not UTF-8 JSON or holds NaN or Infinity."""
+    """JSON as nsysprobe writes it: FigureError (a ValueError) when it opens more than
+    ``MAX_JSON_CONTAINERS`` objects and arrays (counted before parsing: a brace inside a string
+    counts too) or nests deeper than ``MAX_JSON_DEPTH``, ValueError when it is not UTF-8 JSON
+    or holds NaN or Infinity."""
+    opened = raw.count(b"{") + raw.count(b"[")
+    if opened > MAX_JSON_CONTAINERS:
+        raise FigureError(
+            f"{opened:,} objects and arrays, more than the {MAX_JSON_CONTAINERS:,} of "
+            f"nsysprobe's largest JSON"
+        )
     try:
         value = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except RecursionError:  # the parser's own bound, some 1,000 deep

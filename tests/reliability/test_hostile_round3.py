@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+
+import tomllib
 
 from .checks import check_terminal_safe
-from .hostile import SAMPLES, crafted, run_cli
+from .hostile import SAMPLES, crafted, pause_at, run_cli, wait_for
 
 PYTHON_OVERHEAD = SAMPLES / "h200_python_overhead.sqlite"
 
@@ -89,3 +95,56 @@ def test_many_ranks_exit_2_when_none_is_analyzed_and_cap_the_ranks_of_one_report
     (rank,) = json.loads(done.stdout)["ranks"]
     assert "processes ran GPU work, more than the 64 ranks one report holds" in rank["error"]
     assert done.wall_s < 30
+
+
+def test_ctrl_c_while_the_local_cluster_starts_prints_one_line(tmp_path):
+    # Was: "nsysprobe: interrupted" and then Dask's exit hook's 30-line AssertionError
+    # (Status.init) traceback about the worker that was still starting.
+    ranks = [crafted(tmp_path, name=f"rank{i}.sqlite", base=PYTHON_OVERHEAD) for i in (0, 1)]
+    marker = tmp_path.parent / f"{tmp_path.name}-starting"
+    done = run_cli(
+        "analyze",
+        *map(str, ranks),
+        "--no-history",
+        patch=pause_at("distributed.nanny:Nanny.start_unsafe", marker, seconds=2),
+        on_start=lambda proc: (wait_for(marker), os.kill(proc.pid, signal.SIGINT)),
+        timeout=90,
+    )
+    assert done.code == 130
+    assert done.stderr.strip() == "nsysprobe: interrupted"
+
+
+def test_ctrl_c_while_the_command_line_loads_prints_one_line():
+    # Was: a KeyboardInterrupt traceback from inside an import (click, traceback, ipaddress).
+    # The console script's own target (pyproject.toml), with Ctrl-C sent as click loads.
+    pyproject = tomllib.loads((SAMPLES.parent / "pyproject.toml").read_text())
+    module, function = pyproject["project"]["scripts"]["nsysprobe"].split(":")
+    code = (
+        "import builtins, importlib, os, signal, sys\n"
+        "_import = builtins.__import__\n"
+        "def _interrupting(name, *a, **k):\n"
+        "    if name == 'click':\n"
+        "        builtins.__import__ = _import\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return _import(name, *a, **k)\n"
+        "builtins.__import__ = _interrupting\n"
+        "sys.argv = ['nsysprobe', '--version']\n"
+        f"getattr(importlib.import_module({module!r}), {function!r})()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "nsysprobe: interrupted\n"
+    assert done.stdout == ""
+
+
+def test_an_analysis_json_of_a_million_empty_objects_is_refused_before_it_is_built(tmp_path):
+    # Was: the right one-line error, after 443 MB for this 4.8 MB file (1.25 GB at 15 MB).
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "analysis.json").write_text(
+        '{"steps": {"rows": [' + ",".join(["{}"] * 1_600_000) + "]}}"
+    )
+    done = run_cli("compare", str(PYTHON_OVERHEAD), str(run))
+    assert done.code == 2
+    assert "1,600,003 objects and arrays, more than the 262,144" in done.stderr
+    assert done.peak_rss_mib < 250, done.peak_rss_mib
