@@ -27,7 +27,6 @@ from nsysprobe.ranks.many import (
     expand_paths,
     summarize_report,
 )
-from nsysprobe.render import render
 from nsysprobe.render.many import RENDERERS, render_many_html
 
 from conftest import SAMPLE_TRACES, shared_trace
@@ -297,10 +296,16 @@ def test_cli_folder_json_markdown_html(client, rank_folder, tmp_path):
     assert page.startswith("<!DOCTYPE html>") and "Slowest ranks" in page
 
 
-def test_cli_single_path_is_unchanged():
+def test_cli_single_path_gets_the_one_report_view():
+    """One report, without --ranks, is the one-report view: its headline and the verdict the
+    capture was recorded for (sample_traces/manifest.json), not the cross-rank table."""
+    manifest = json.loads((SAMPLE_TRACES / "manifest.json").read_text())
+    expected = manifest["traces"][PINNED.name]["expected_verdict"]
     result = run("analyze", PINNED, "--no-history")
     assert result.exit_code == 0, result.output
-    assert result.stdout == render(analyze(PINNED), "text")
+    assert result.stdout.startswith(f"{PINNED.name}: nsys 2025.3.2.0, NVIDIA H200")
+    assert f"\nVERDICT: {expected} - " in result.stdout
+    assert "ranks from" not in result.stdout and "Ranks\n-----" not in result.stdout
 
 
 def test_cli_ranks_flag_on_one_report(client):

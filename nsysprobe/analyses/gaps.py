@@ -308,7 +308,7 @@ def _device_activity(events: Events, dev: int, gaps: iv.Intervals) -> DeviceActi
         kernel_busy_ns=iv.total(events.device_union(dev, "kernel")),
         memcpy_busy_ns=iv.total(events.device_union(dev, "memcpy")),
         span_ns=span,
-        busy_ratio=busy_ns / span if span else 0.0,
+        busy_ratio=iv.busy_ratio(busy_ns, span),
         idle_ns=span - busy_ns,
         gap_count=int(gaps[0].size),
         gap_ns=iv.total(gaps),

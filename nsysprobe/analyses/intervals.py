@@ -22,6 +22,14 @@ def as_intervals(starts, ends) -> Intervals:
     return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
 
+def busy_ratio(busy_ns, wall_ns) -> float:
+    """The one GPU busy ratio: the union of GPU work within a window over the window's wall
+    time (0 for an empty window). Figures differ only by their window: the steps (the steps
+    analysis, and ``compare``), one process and GPU over its steps (the step account, the
+    ``gpu_bound`` verdict), or a device's span from first to last operation (without steps)."""
+    return float(busy_ns) / float(wall_ns) if wall_ns else 0.0
+
+
 def union_of(parts: list[Intervals]) -> Intervals:
     """The union of several unions (devices, kinds of work): one merge of all their
     intervals, far fewer than the rows they came from."""

@@ -181,7 +181,7 @@ def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
         median_step_ns=median,
         mean_step_ns=int(wall.mean()),
         steps_per_s=1e9 / median if median else 0.0,
-        gpu_busy_ratio=float(busy_ns.sum() / wall.sum()) if wall.sum() else 0.0,
+        gpu_busy_ratio=iv.busy_ratio(busy_ns.sum(), wall.sum()),
         children=tuple(summaries),
         rows=rows,
     )

@@ -51,6 +51,7 @@ from nsysprobe.analyses.account import Account
 from nsysprobe.analyses.arrivals import Arrivals, late_causes, process_label, rank_accounts
 from nsysprobe.analyses.cpu_placement import CpuPlacementResult
 from nsysprobe.analyses.health import Finding
+from nsysprobe.analyses.intervals import busy_ratio
 from nsysprobe.analyses.transfers import TransfersResult
 
 MIN_GAIN_RATIO = 0.03
@@ -583,7 +584,7 @@ def _gpu_bound(a: Account) -> Recommendation:
         id="gpu_bound",
         title="The GPU is fed: optimize compute next",
         reason=(
-            f"the GPU was busy {1 - a.idle_ratio:.0%} of the step time (idle "
+            f"the GPU was busy {busy_ratio(a.busy_ns, a.wall_ns):.0%} of the step time (idle "
             f"{a.idle_ratio:.1%}, under {GPU_BOUND_IDLE_RATIO:.0%}) and no other fix would save "
             f"{MIN_GAIN_RATIO:.0%} or more"
         ),
@@ -595,7 +596,7 @@ def _gpu_bound(a: Account) -> Recommendation:
         ),
         evidence={
             "account": f"process {a.pid}, GPU {a.device_id}",
-            "gpu_busy_ratio": round(1 - a.idle_ratio, 4),
+            "gpu_busy_ratio": round(busy_ratio(a.busy_ns, a.wall_ns), 4),
             "idle_ratio": round(a.idle_ratio, 4),
             "measured_ns": a.wall_ns,
         },

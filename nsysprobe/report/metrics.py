@@ -6,7 +6,8 @@ analyzed earlier and one recorded in the history give the same figures:
 
     steps_per_s          1 / median step wall time (the steps analysis)
     gpu_busy_ratio       union of GPU work in the steps / their wall time; without a step range
-                         the devices' busy time / their span (``busy_basis`` says which)
+                         the devices' busy time / their span (``busy_basis`` says which); both
+                         ``intervals.busy_ratio``
     idle_per_step_ns     median over steps of the step's GPU idle time
     gap_ns               total GPU idle time in gaps over the threshold (all devices)
     pageable_htod_bytes  bytes copied host-to-device from pageable memory (total)
@@ -26,6 +27,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from nsysprobe.analyses.intervals import busy_ratio
 from nsysprobe.common.safetext import name
 from nsysprobe.report.analyze import Report
 
@@ -102,7 +104,7 @@ def metrics_of(report: Report) -> RunMetrics:
     if steps:
         busy, basis = figure("gpu_busy_ratio", steps.gpu_busy_ratio), "steps"
     elif spans and busys and sum(spans):
-        busy, basis = figure("gpu_busy_ratio", sum(busys) / sum(spans)), "span"
+        busy, basis = figure("gpu_busy_ratio", busy_ratio(sum(busys), sum(spans))), "span"
     else:
         busy, basis = None, "none"
     top = report.recommendations[0] if report.recommendations else None
@@ -162,7 +164,7 @@ def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
     if steps:
         busy, basis = fig("gpu_busy_ratio", steps, "gpu_busy_ratio", "steps"), "steps"
     elif spans and busys and sum(spans):
-        ratio = sum(busys) / sum(spans)
+        ratio = busy_ratio(sum(busys), sum(spans))
         busy, basis = checked("gpu_busy_ratio", ratio, "devices: busy_ns / span_ns"), "span"
     else:
         busy, basis = None, "none"

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import independent
 import pytest
 
 from nsysprobe.report.analyze import analyze
@@ -35,3 +36,17 @@ def test_figures_of_a_report_are_those_of_its_json(path):
         assert (from_report.step_count, from_report.step_wall_ns) == (None, ())
     else:
         assert from_report.step_count == len(from_report.step_wall_ns) > 0
+
+
+def test_every_busy_ratio_of_a_one_gpu_capture_is_the_same_figure():
+    """The steps' busy ratio, compare's, and the one the gpu_bound verdict quotes are one
+    definition over one window here (one process, one GPU, steps named ``step``): each
+    equals the union of the GPU work in the steps over their wall time, counted with sqlite3
+    and numpy."""
+    path = SAMPLES[0].parent / "h200_compute_bound.sqlite"
+    expected = independent.busy_ratio_over_steps(path, independent.nvtx_ranges(path, "step"))
+    report = analyze(path)
+    assert report.verdict.id == "gpu_bound"
+    assert report.steps.gpu_busy_ratio == pytest.approx(expected, rel=1e-12)
+    assert metrics_of(report).gpu_busy_ratio == pytest.approx(expected, rel=1e-12)
+    assert report.verdict.evidence["gpu_busy_ratio"] == round(expected, 4)
