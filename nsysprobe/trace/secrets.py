@@ -51,8 +51,12 @@ _DIGITS = 12
 # WANDB_API_KEY, AccountKey, api_key, aws_secret_access_key, PGPASSWORD, Authorization,
 # session_id. A name of the password family takes its value after any separator, whitespace
 # alone included (``password\n  hunter2``); the others after ``=``, ``:``, ``:=``, ``=>`` or
-# ``->``, or whitespace when the name is a flag (``--api-key KEY``). ``max_tokens``,
-# ``key_padding_mask`` or ``tokenizer`` are not such names.
+# ``->``, or whitespace when the name is a flag (``--api-key KEY``). An opening bracket right
+# after any of these names is a separator too (``password(hunter2)``, ``api_key[K]``), and
+# the value is then all that lies before its matching closing bracket. An ``Authorization``
+# header's value is its scheme and the credential after it (``Token K``, ``Basic K``,
+# ``Digest username=..., response=...``): the rest of its line, or of the quotes it is in.
+# ``max_tokens``, ``key_padding_mask`` or ``tokenizer`` are not such names.
 _SECRET_STEMS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "sig", "sess")
 _PASSWORD_STEMS = ("passw", "passphrase")
 _SECRET_WORDS = frozenset(
@@ -75,6 +79,54 @@ _SEPARATOR_VALUE = re.compile(
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'"
     rf"|[\"'`]?(?:(?!<(?:{_KINDS}):)[^\s,;&|()\[\]{{}}])+)"
 )
+# Before a value in brackets: a separator ending in an opening bracket.
+_OPENING = re.compile(
+    r"(?P<sep>[\"'`]?[^\S\n]{0,64}(?:(?P<op>=>|:=|=|:(?!:)|->)[^\S\n]{0,64})?[\[({])"
+)
+
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+# What a bracketed value is looked for in: this many characters after its opening bracket,
+# and brackets of its kind nested this deep inside it. Past either, the one-word value after
+# the bracket applies (a key longer than this has no spaces: that word is all of it). The
+# bound keeps scrubbing linear: every secret name with a bracket reads at most this far.
+BRACKETED_CHARS = 1024
+BRACKETS_NESTED = 3
+# What changes the depth or starts a quote, for each kind of bracket.
+_BRACKET_TURNS = {o: re.compile(rf"[\n\"'{re.escape(o + c)}]") for o, c in _CLOSING.items()}
+
+
+def _bracketed_value(text: str, at: int) -> tuple[int, int] | None:
+    """(start, end) of what lies between the opening bracket at ``at`` and its matching
+    closing bracket on the same line (``password("a)b")``: quoted text goes whole, a quote
+    that never closes is a character), or None (see ``BRACKETED_CHARS``)."""
+    opening, turns = text[at], _BRACKET_TURNS[text[at]]
+    stop = min(len(text), at + 1 + BRACKETED_CHARS)
+    depth, pos = 1, at + 1
+    while (turn := turns.search(text, pos, stop)) is not None:
+        char, pos = turn[0], turn.end()
+        if char == "\n":
+            return None
+        if char in "\"'":
+            closes = text.find(char, pos, stop)
+            if closes >= 0 and "\n" not in text[pos:closes]:
+                pos = closes + 1
+        elif char == opening:
+            depth += 1
+            if depth > BRACKETS_NESTED + 1:
+                return None
+        else:
+            depth -= 1
+            if not depth:
+                return at + 1, turn.start()
+    return None
+
+
+# The rest of a header's field after its scheme: up to the end of the line, or to the quote
+# that the header's name follows (``-H 'Authorization: Basic K'``), escaped quotes aside.
+_FIELD_REST = {q: re.compile(rf"(?:\\.|[^\n\r{q}\\])*") for q in ("", '"', "'", "`")}
+# A placeholder of an earlier rule, as the pattern shows it.
+_HELD_PLACEHOLDER = re.compile(rf"<(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>")
 # Values of such settings that are not secrets.
 _HARMLESS = re.compile(r"true|false|yes|no|none|null|nil|on|off|", re.I)
 
@@ -177,20 +229,86 @@ def _assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
         strength = _secret_name(name[0])
         if not strength:
             continue
-        found = _SEPARATOR_VALUE.match(pattern, name.end())
+        found = _in_brackets(pattern, name, strength) or _after_separator(pattern, name, strength)
         if found is None:
             continue
-        value = found["value"]
-        if found["op"] is None and (
-            not (strength == 2 or name[0].startswith("-"))
-            or not any(c.isspace() for c in found["sep"])
-            or value.startswith("-")
-        ):
-            continue
-        if _HARMLESS.fullmatch(value.strip("\"'`")):
-            continue
-        yield found.start("value"), found.end("value"), SECRET
-        end = found.end()
+        spans, end = found
+        for start, stop in spans:
+            yield start, stop, SECRET
+
+
+_Value = tuple[list[tuple[int, int]], int]  # the spans to replace, and where the setting ends
+
+
+def _in_brackets(pattern: str, name: re.Match, strength: int) -> _Value | None:
+    """What lies between the brackets after ``name`` (``password(hunter2)``), when they close."""
+    opening = _OPENING.match(pattern, name.end())
+    if opening is None or not _sets_value(opening["sep"], opening["op"], strength, name[0]):
+        return None
+    inside = _bracketed_value(pattern, opening.end() - 1)
+    if inside is None:
+        return None
+    end = inside[1] + 1  # past the closing bracket
+    start, stop = _stripped(pattern, *inside)
+    value = pattern[start:stop]
+    if _HARMLESS.fullmatch(value.strip("\"'`")) or _only_placeholders(value):
+        return [], end
+    return [(start, stop)], end
+
+
+def _after_separator(pattern: str, name: re.Match, strength: int) -> _Value | None:
+    """The value after ``name`` and a separator (``password: hunter2``); for an
+    ``Authorization`` header, the credential after its scheme too."""
+    found = _SEPARATOR_VALUE.match(pattern, name.end())
+    if found is None:
+        return None
+    value = found["value"]
+    if not _sets_value(found["sep"], found["op"], strength, name[0]) or (
+        found["op"] is None and value.startswith("-")
+    ):
+        return None
+    if _HARMLESS.fullmatch(value.strip("\"'`")):
+        return None
+    spans = [(found.start("value"), found.end("value"))]
+    quoted = len(value) > 1 and value[0] == value[-1] and value[0] in "\"'`"
+    if quoted or not _has_scheme(name[0]):
+        return spans, found.end()
+    quote = pattern[name.start() - 1 : name.start()]
+    rest = _FIELD_REST[quote if quote in "\"'`" else ""].match(pattern, found.end())
+    start, stop = _stripped(pattern, rest.start(), rest.end())
+    if not _only_placeholders(pattern[start:stop]):
+        spans.append((start, stop))
+    return spans, rest.end()
+
+
+def _sets_value(sep: str, op: str | None, strength: int, name: str) -> bool:
+    """Whether ``sep`` after a secret's ``name`` starts its value: ``=``, ``:`` and the like
+    always; an opening bracket right after the name; whitespace after a name of the password
+    family or a flag."""
+    if op is not None or sep.lstrip("\"'`")[:1] in ("(", "[", "{"):
+        return True
+    return (strength == 2 or name.startswith("-")) and any(c.isspace() for c in sep)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _has_scheme(name: str) -> bool:
+    """Whether ``name`` is an ``Authorization`` header's (``Proxy-Authorization`` too), whose
+    value is a scheme and a credential: ``Token K``, ``Basic K``, ``Digest ...``."""
+    words = _WORD.findall(name)
+    return bool(words) and words[-1].lower() == "authorization"
+
+
+def _stripped(pattern: str, start: int, stop: int) -> tuple[int, int]:
+    """``start`` and ``stop`` moved past the whitespace at either end of the text between."""
+    while start < stop and pattern[start].isspace():
+        start += 1
+    while stop > start and pattern[stop - 1].isspace():
+        stop -= 1
+    return start, stop
+
+
+def _only_placeholders(text: str) -> bool:
+    return not _HELD_PLACEHOLDER.sub("", text).strip()
 
 
 def _tool_flags(pattern: str) -> Iterator[tuple[int, int, str]]:
@@ -398,12 +516,14 @@ def scrub_text(text: str, key: bytes | None = None) -> str:
     Names stay as they are: ``aten::add``, ``Batch 12``, ``loss=0.5``, ``max_tokens=4096``,
     ``void at::native::vectorized_elementwise_kernel<4, ...>``. What is replaced: the value
     after a name that says secret (``HF_TOKEN=``, ``--hf-token``, ``api_key :=``,
-    ``AccountKey=``, ``:password =>``, ``password:`` and a new line, ``PGPASSWORD=(...)``),
-    whatever it looks like; the password flags of common tools (``sshpass -p``); the token
-    after ``Bearer``; the formats of common services' keys (``hf_``, ``ghp_``, ``sk-``,
-    ``AKIA``, JWTs); hex and random-looking strings; absolute paths (``/home/...``, ``~/...``,
-    ``C:\\Users\\...``), ``user@host``, URLs, host names with a known top-level domain and
-    IPv4 addresses.
+    ``AccountKey=``, ``:password =>``, ``password:`` and a new line, ``PGPASSWORD=(...)``,
+    ``password(...)``, ``api_key[...]``: all up to the matching bracket), whatever it looks
+    like; an ``Authorization`` header's scheme and credential (``Authorization: Token ...``,
+    ``Proxy-Authorization: Basic ...``: the rest of the line or quoted field); the password
+    flags of common tools (``sshpass -p``); the token after ``Bearer``; the formats of
+    common services' keys (``hf_``, ``ghp_``, ``sk-``, ``AKIA``, JWTs); hex and random-looking
+    strings; absolute paths (``/home/...``, ``~/...``, ``C:\\Users\\...``), ``user@host``,
+    URLs, host names with a known top-level domain and IPv4 addresses.
 
     The placeholders are keyed hashes: with the same ``key`` (bytes) a text always becomes
     the same; without one, a key made for this process is used.
