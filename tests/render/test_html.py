@@ -137,16 +137,9 @@ def test_timeline_draws_the_events_of_its_window(rung, tmp_path, rung_name):
     dom, console = dump_dom(page, tmp_path)
     assert console == []
     assert dom.count('id="timeline-svg"') == dom.count('id="steps-svg"') == 1
+    # the three steps after the first (all steps of a rung are alike, bar the first)
+    w0, w1 = timeline_window(path)
     db = sqlite3.connect(path)
-    steps = db.execute(
-        "SELECT n.start, n.end FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
-        "WHERE s.value LIKE 'Batch %' ORDER BY n.start"
-    ).fetchall()
-    # the three steps after the first (all steps of a rung are alike, bar the first),
-    # padded by PAD_RATIO on each side
-    w0, w1 = steps[1][0], steps[3][1]
-    pad = int((w1 - w0) * PAD_RATIO)
-    w0, w1 = w0 - pad, w1 + pad
     kernels = db.execute(
         "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE end > ? AND start < ?", (w0, w1)
     ).fetchone()[0]
