@@ -32,6 +32,8 @@ def explain(name: str | None, fmt: str) -> None:
     """
     from nsysprobe.report import explain as catalogue
 
+    if fmt == "markdown" and name is not None:
+        raise click.UsageError("--format markdown prints the tables of every name; give no NAME")
     if fmt == "markdown":
         echo(catalogue.markdown_tables(), nl=False)
     elif name is None:

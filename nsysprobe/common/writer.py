@@ -58,12 +58,12 @@ def check_output(
             raise InputError(
                 f"{where}: is {what}, not a regular file; {_FIX.get(what, 'give a file name')}"
             )
-        if _is_one_of(st, inputs):
-            raise InputError(f"{where}: is an input of this command; write to another file")
-        if not force:
-            raise InputError(
-                f"{where}: file exists; pass --force to overwrite it or choose another name"
-            )
+    if is_input(path, inputs):
+        raise InputError(f"{where}: is an input of this command; write to another file")
+    if st is not None and not force:
+        raise InputError(
+            f"{where}: file exists; pass --force to overwrite it or choose another name"
+        )
     folder = path.parent
     if not folder.is_dir():
         raise InputError(f"{where}: folder {folder} does not exist; create it first")
@@ -191,12 +191,19 @@ def _fix(exc: OSError) -> str:
 
 def is_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> bool:
     """Whether ``path`` (through any links) is one of ``inputs`` or a file SQLite keeps beside
-    one; False when it does not exist."""
+    one, or names one SQLite would make there (``IN-wal``, ``IN-journal``: written, it would
+    be read as part of the input)."""
+    inputs = list(inputs)
     try:
         st = os.stat(path)
     except OSError:
-        return False
-    return _is_one_of(st, inputs)
+        st = None
+    if st is not None and _is_one_of(st, inputs):
+        return True
+    where = os.path.realpath(path)
+    return any(
+        where == os.path.realpath(item) + suffix for item in inputs for suffix in _SIDECARS[1:]
+    )
 
 
 def _is_one_of(st: os.stat_result, inputs: Iterable[str | os.PathLike]) -> bool:

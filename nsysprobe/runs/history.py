@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -110,8 +111,8 @@ def record(
     for role, other in paths.items():
         if other is not None and is_input(path, [other]):
             raise InputError(
-                f"{path}: the history database would be the {role} itself; give "
-                f"--history another file (or --no-history)"
+                f"{path}: the history database would be the {role} itself or a file SQLite "
+                f"keeps beside it; give --history another file (or --no-history)"
             )
     path.parent.mkdir(parents=True, exist_ok=True)
     with _open(path) as db, db.conn:
@@ -205,25 +206,34 @@ def _open(path: Path) -> Iterator[sqlite_utils.Database]:
             db.close()
 
 
+_CHECK = re.compile(r"\bCHECK\s*\(", re.I)
+
+
 def check_schema(db: sqlite_utils.Database) -> str | None:
     """Why ``db`` is not a history database nsysprobe made, or None when it may be one.
 
     nsysprobe makes one plain table, ``runs``, keyed by ``id INTEGER PRIMARY KEY``, and nothing
-    else: a view (which ``runs`` may be) or a trigger (which would run on every insert, in
-    SQLite where no signal reaches it) is somebody else's.
+    else: a view (which ``runs`` may be), a trigger, a CHECK constraint, a DEFAULT or an index
+    of its own (each runs its SQL on every insert, in SQLite where no signal reaches it) is
+    somebody else's.
     """
     objects = db.execute(
         "SELECT type, name, coalesce(sql, '') FROM sqlite_master "
-        "WHERE type IN ('view', 'trigger') OR name = ? COLLATE NOCASE",
-        [TABLE],
+        "WHERE type IN ('view', 'trigger') OR name = ? COLLATE NOCASE "
+        "OR (type = 'index' AND tbl_name = ? COLLATE NOCASE AND sql IS NOT NULL)",
+        [TABLE, TABLE],
     ).fetchall()
     for kind, object_name, sql in objects:
         if kind in ("view", "trigger"):
             return f"it holds the {kind} {name(object_name, 40)}"
-        if kind == "index":
+        if kind == "index" and object_name.lower() == TABLE:
             return f"{TABLE} is an index, not a table"
+        if kind == "index":
+            return f"{TABLE} has an index nsysprobe does not make ({name(object_name, 40)})"
         if sql.lstrip()[:14].upper() == "CREATE VIRTUAL":
             return f"{TABLE} is a virtual table"
+        if _CHECK.search(sql):
+            return f"{TABLE} has CHECK constraints"
     if objects:
         columns = db.execute(f"PRAGMA table_xinfo({TABLE})").fetchall()
         keys = [(c[1], str(c[2]).upper()) for c in columns if c[5]]

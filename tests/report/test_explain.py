@@ -56,3 +56,9 @@ def test_a_recommendation_says_its_meaning_and_an_unknown_name_is_one_line():
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
     assert result.output.startswith("nsysprobe: error: explain 'turbo': no analysis or")
+
+
+def test_markdown_is_the_tables_of_every_name_and_takes_none():
+    result = invoke("gaps", "--format", "markdown")
+    assert result.exit_code == 2
+    assert result.output.startswith("nsysprobe: error: --format markdown prints the tables")
