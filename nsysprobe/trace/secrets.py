@@ -73,12 +73,19 @@ _NAME = re.compile(
     + r"[-$]*[A-Za-z_][\w#.$-]*"
 )
 # After a name: any separator, then the value: quoted, or one token of any characters but
-# whitespace and delimiters, up to a placeholder.
+# whitespace and delimiters, up to a placeholder. The token is written as runs of one
+# character class (``[^...<]*``) between the ``<`` it holds, not as a repeat of an
+# alternative: SQLite-sized values (16 MiB) would otherwise cost the regex engine a
+# backtracking state per character, gigabytes.
+_TOKEN_CHAR = r"[^\s,;&|()\[\]{}<]"
 _SEPARATOR_VALUE = re.compile(
     r"(?P<sep>[\"'`]?[\s\[\](){}]{0,64}(?:(?P<op>=>|:=|=|:(?!:)|->)[\s\[\](){}]{0,64})?)"
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'"
-    rf"|[\"'`]?(?:(?!<(?:{_KINDS}):)[^\s,;&|()\[\]{{}}])+)"
+    rf"|[\"'`]?(?!<(?:{_KINDS}):)(?=[^\s,;&|()\[\]{{}}])"
+    rf"{_TOKEN_CHAR}*(?:<(?!(?:{_KINDS}):){_TOKEN_CHAR}*)*)"
 )
+# An operator between a name and its value.
+_OPERATOR = re.compile(r"[^\S\n]*(?:=>|:=|=|:(?!:)|->)")
 # Before a value in brackets: a separator ending in an opening bracket.
 _OPENING = re.compile(
     r"(?P<sep>[\"'`]?[^\S\n]{0,64}(?:(?P<op>=>|:=|=|:(?!:)|->)[^\S\n]{0,64})?[\[({])"
@@ -87,19 +94,22 @@ _OPENING = re.compile(
 
 _CLOSING = {"(": ")", "[": "]", "{": "}"}
 # What a bracketed value is looked for in: this many characters after its opening bracket,
-# and brackets of its kind nested this deep inside it. Past either, the one-word value after
-# the bracket applies (a key longer than this has no spaces: that word is all of it). The
-# bound keeps scrubbing linear: every secret name with a bracket reads at most this far.
+# and brackets of its kind nested this deep inside it. Past either, the value is the rest of
+# the line: a secret is never left for being odd. A bracket its line leaves open is a
+# separator (``PGPASSWORD=(K``: the word after it). The bound keeps scrubbing linear: every
+# secret name with a bracket reads at most this far.
 BRACKETED_CHARS = 1024
 BRACKETS_NESTED = 3
 # What changes the depth or starts a quote, for each kind of bracket.
 _BRACKET_TURNS = {o: re.compile(rf"[\n\"'{re.escape(o + c)}]") for o, c in _CLOSING.items()}
 
 
-def _bracketed_value(text: str, at: int) -> tuple[int, int] | None:
-    """(start, end) of what lies between the opening bracket at ``at`` and its matching
+def _bracketed_value(text: str, at: int) -> tuple[int, int, int] | None:
+    """(start, stop, end): what lies between the opening bracket at ``at`` and its matching
     closing bracket on the same line (``password("a)b")``: quoted text goes whole, a quote
-    that never closes is a character), or None (see ``BRACKETED_CHARS``)."""
+    that never closes is a character), and where the setting ends, past that bracket. One
+    that does not close within the bounds (``BRACKETED_CHARS``) takes the rest of the line;
+    None for one its line (or text) leaves open."""
     opening, turns = text[at], _BRACKET_TURNS[text[at]]
     stop = min(len(text), at + 1 + BRACKETED_CHARS)
     depth, pos = 1, at + 1
@@ -114,17 +124,23 @@ def _bracketed_value(text: str, at: int) -> tuple[int, int] | None:
         elif char == opening:
             depth += 1
             if depth > BRACKETS_NESTED + 1:
-                return None
+                break
         else:
             depth -= 1
             if not depth:
-                return at + 1, turn.start()
-    return None
+                return at + 1, turn.start(), turn.end()
+    if stop == len(text) and depth <= BRACKETS_NESTED + 1:
+        return None  # the text ended first
+    line_end = text.find("\n", at)
+    line_end = len(text) if line_end < 0 else line_end
+    return at + 1, line_end, line_end
 
 
 # The rest of a header's field after its scheme: up to the end of the line, or to the quote
 # that the header's name follows (``-H 'Authorization: Basic K'``), escaped quotes aside.
-_FIELD_REST = {q: re.compile(rf"(?:\\.|[^\n\r{q}\\])*") for q in ("", '"', "'", "`")}
+_FIELD_REST = {
+    q: re.compile(rf"[^\n\r{q}\\]*(?:\\.[^\n\r{q}\\]*)*") for q in ("", '"', "'", "`")
+}
 # A placeholder of an earlier rule, as the pattern shows it.
 _HELD_PLACEHOLDER = re.compile(rf"<(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>")
 # Values of such settings that are not secrets.
@@ -241,16 +257,19 @@ _Value = tuple[list[tuple[int, int]], int]  # the spans to replace, and where th
 
 
 def _in_brackets(pattern: str, name: re.Match, strength: int) -> _Value | None:
-    """What lies between the brackets after ``name`` (``password(hunter2)``), when they close."""
+    """What lies between the brackets after ``name`` (``password(hunter2)``); None for empty
+    brackets that an operator follows (``api_key[]=K``: they are the name's)."""
     opening = _OPENING.match(pattern, name.end())
     if opening is None or not _sets_value(opening["sep"], opening["op"], strength, name[0]):
         return None
     inside = _bracketed_value(pattern, opening.end() - 1)
     if inside is None:
         return None
-    end = inside[1] + 1  # past the closing bracket
-    start, stop = _stripped(pattern, *inside)
+    start, stop, end = inside
+    start, stop = _stripped(pattern, start, stop)
     value = pattern[start:stop]
+    if not value and _OPERATOR.match(pattern, end):
+        return None
     if _HARMLESS.fullmatch(value.strip("\"'`")) or _only_placeholders(value):
         return [], end
     return [(start, stop)], end
@@ -387,6 +406,16 @@ class TooLong(Exception):
     """The scrubbed text would be longer than the caller allows."""
 
 
+class _TooMany(Exception):
+    """A text of more than ``MAX_PLACEHOLDERS`` secrets, paths, addresses and the like."""
+
+
+# Placeholders one pass over a text makes at most. Names hold a few; a text of hundreds of
+# thousands (``password=`` 500,000 times in 4 MiB took 460 MB to scrub) becomes one secret
+# placeholder whole: nothing of it is kept, equal texts stay equal, and memory stays bounded.
+MAX_PLACEHOLDERS = 4096
+
+
 class Scrubber:
     """:func:`scrub_text` with one key. What a pattern becomes is remembered (patterns repeat
     far more than texts: ``step 1``, ``step 2``, ...), and so is each part's hash."""
@@ -410,10 +439,13 @@ class Scrubber:
 
     def _scrub(self, text: str, max_chars: int | None = None) -> str:
         pattern = _RUN.sub("#", text)
-        if len(pattern) <= _CACHED_CHARS:
-            plan = self._cached_plan(pattern)
-        else:
-            plan = self._plan(pattern, max_chars)
+        try:
+            if len(pattern) <= _CACHED_CHARS:
+                plan = self._cached_plan(pattern)
+            else:
+                plan = self._plan(pattern, max_chars)
+        except _TooMany:
+            return f"<{SECRET}:{self._letters_of(text)}>"
         if plan is None:
             return text
         scrubbed, held = plan
@@ -457,7 +489,9 @@ class Scrubber:
         new_held: list[tuple[int, str, int]] = []
         at = index = new_index = h = 0  # position, # before it, in the new pattern, in held
         found = False
-        for start, end, kind in spans:
+        for made, (start, end, kind) in enumerate(spans):
+            if made == MAX_PLACEHOLDERS:
+                raise _TooMany
             found = True
             before = pattern.count("#", at, start)
             while h < len(held) and held[h][0] < index + before:

@@ -148,3 +148,57 @@ def test_an_analysis_json_of_a_million_empty_objects_is_refused_before_it_is_bui
     assert done.code == 2
     assert "1,600,003 objects and arrays, more than the 262,144" in done.stderr
     assert done.peak_rss_mib < 250, done.peak_rss_mib
+
+
+def test_scrub_of_a_16_mib_value_of_headers_stays_small(tmp_path):
+    # Was: 2.1 GB (the regex engine kept a backtracking state per character of the value).
+    value = ("Authorization: Basic S3cr3tCred " * ((16 << 20) // 32))[: 16 << 20]
+    path = crafted(tmp_path, base=PYTHON_OVERHEAD)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "UPDATE StringIds SET value = ? WHERE id = "
+            "(SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)",
+            (value,),
+        )
+    out = tmp_path / "shared.sqlite"
+    done = run_cli("scrub", str(path), "-o", str(out))
+    assert done.code == 0, done.stderr
+    assert b"S3cr3tCred" not in out.read_bytes()
+    assert done.peak_rss_mib < 400, done.peak_rss_mib
+
+
+def test_no_output_is_a_file_sqlite_would_read_beside_the_trace(tmp_path):
+    # Was: accepted while it did not exist yet; a history written as IN-journal made the
+    # trace unreadable ("attempt to write a readonly database").
+    path = crafted(tmp_path, base=PYTHON_OVERHEAD)
+    done = run_cli("analyze", str(path), "--history", f"{path}-journal")
+    assert "would be the trace itself or a file SQLite keeps beside it" in done.stderr
+    wal = f"{path}-wal"
+    for args in (
+        ["analyze", str(path), "--no-history", "--html", wal],
+        ["scrub", str(path), "-o", wal],
+    ):
+        done = run_cli(*args)
+        assert done.code == 2 and "is an input of this command" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert run_cli("analyze", str(path), "--no-history").code == 0
+
+
+def test_a_history_database_whose_checks_or_indexes_run_sql_is_refused_unwritten(tmp_path):
+    # Was: a CHECK of printf('%.*c', 900000000, ...) took 1.8 GB; another ran for minutes.
+    path = crafted(tmp_path, base=PYTHON_OVERHEAD)
+    schemas = {
+        "check": "CREATE TABLE runs (id INTEGER PRIMARY KEY, command TEXT, "
+        "CHECK (length(printf('%.*c', 900000000, 'x')) > 0))",
+        "index": "CREATE TABLE runs (id INTEGER PRIMARY KEY, command TEXT); "
+        "CREATE INDEX big ON runs (length(printf('%.*c', 900000000, command)))",
+    }
+    for kind, sql in schemas.items():
+        history = tmp_path / f"{kind}.db"
+        with sqlite3.connect(history) as db:
+            db.executescript(sql)
+        size = history.stat().st_size
+        done = run_cli("analyze", str(path), "--history", str(history))
+        assert done.code == 0 and "not a history database nsysprobe made" in done.stderr
+        assert history.stat().st_size == size
+        assert done.peak_rss_mib < 250, (kind, done.peak_rss_mib)

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from nsysprobe.trace.secrets import BRACKETED_CHARS, PLACEHOLDER, scrub_text
+from nsysprobe.trace.secrets import BRACKETED_CHARS, MAX_PLACEHOLDERS, PLACEHOLDER, scrub_text
 
 from conftest import SAMPLE_TRACES
 
@@ -191,10 +191,31 @@ def test_real_names_holding_a_secret_word_in_an_identifier_stay_as_they_are(real
     assert [n for n in worded if scrub_text(n) != n] == []
 
 
-def test_a_bracketed_value_past_the_bound_still_loses_its_word():
-    """Past ``BRACKETED_CHARS`` the value is the one word after the bracket: a key that long
-    has no spaces, so it goes whole all the same."""
+def test_brackets_past_the_bounds_or_the_line_fail_closed():
+    """A bracket that does not close within ``BRACKETED_CHARS`` or within three nested takes
+    the rest of the line: the secret goes, odd as its form is."""
     key = "K" + "a1" * BRACKETED_CHARS
-    out = plain(scrub_text(f"password({key}) next"))
-    assert key not in out and "a1a1" not in out
-    assert out.startswith("password(<") and out.endswith(") next")
+    for text, secret in [
+        (f"password({key}) next", key),
+        ("password(" + '"a "' * 600 + "S3cretX) next", "S3cretX"),
+        ("password(f(g(h(i(S3cretX))))) next", "S3cretX"),
+        ("token{a{b{c{d{S3cretX}}}}} next", "S3cretX"),
+    ]:
+        out = plain(scrub_text(text + "\nline two"))
+        assert secret not in out, out
+        assert out.endswith("(<secret>\nline two") or out.endswith("{<secret>\nline two"), out
+
+
+def test_empty_brackets_an_operator_follows_belong_to_the_name():
+    assert_scrubbed("api_key[]=S3cretX next", "S3cretX", "api_key[]=<secret> next")
+    assert_scrubbed("token{} := S3cretX", "S3cretX", "token{} := <secret>")
+
+
+def test_a_text_of_thousands_of_secrets_becomes_one_placeholder():
+    """Past ``MAX_PLACEHOLDERS`` a text is one secret whole: equal texts stay equal."""
+    text = "/home/alice/run.log " * (MAX_PLACEHOLDERS + 1)
+    out = scrub_text(text)
+    assert plain(out) == "<secret>"
+    assert scrub_text(text) == out and scrub_text(text + "x") != out
+    fewer = plain(scrub_text("/home/alice/run.log " * 3))
+    assert fewer == "<path> <path> <path> "
