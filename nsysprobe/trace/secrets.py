@@ -138,9 +138,7 @@ def _bracketed_value(text: str, at: int) -> tuple[int, int, int] | None:
 
 # The rest of a header's field after its scheme: up to the end of the line, or to the quote
 # that the header's name follows (``-H 'Authorization: Basic K'``), escaped quotes aside.
-_FIELD_REST = {
-    q: re.compile(rf"[^\n\r{q}\\]*(?:\\.[^\n\r{q}\\]*)*") for q in ("", '"', "'", "`")
-}
+_FIELD_REST = {q: re.compile(rf"[^\n\r{q}\\]*(?:\\.[^\n\r{q}\\]*)*") for q in ("", '"', "'", "`")}
 # A placeholder of an earlier rule, as the pattern shows it.
 _HELD_PLACEHOLDER = re.compile(rf"<(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>")
 # Values of such settings that are not secrets.
