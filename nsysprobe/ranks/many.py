@@ -705,18 +705,24 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
     n = max(1, min(workers or usable_cpus(), usable_cpus()))
     known = set(SpecCluster._instances)
     try:
-        with (
-            LocalCluster(
+        with _QuietStderr() as quiet:
+            # The worker processes inherit standard error, and a Ctrl-C at the terminal
+            # reaches them too: their tracebacks would follow this process's one line.
+            quiet.silence()
+            cluster = LocalCluster(
                 n_workers=n,
                 threads_per_worker=1,
                 processes=True,
                 memory_limit="auto",  # the machine's memory / n_workers
                 dashboard_address=None,
                 silence_logs=logging.ERROR,
-            ) as cluster,
-            Client(cluster) as made,
-        ):
-            yield made
+            )
+        with _QuietStderr() as quiet, cluster, Client(cluster) as made:
+            try:
+                yield made
+            except BaseException:
+                quiet.silence()  # the teardown of a stopped job: its line comes after
+                raise
     except BaseException:
         # A cluster stopped (Ctrl-C) while its workers started cannot be closed: Dask asserts
         # on a worker still starting, at exit too, in a traceback after our one line. Its
@@ -725,6 +731,28 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
             if cluster.status != Status.closed:
                 cluster.shutdown_on_close = False
         raise
+
+
+class _QuietStderr:
+    """Standard error as it was on entering, given back on leaving; ``silence()`` points it
+    at /dev/null until then (a local cluster's start and a stopped job's teardown, whose
+    complaints would bury nsysprobe's one line: what a rank says comes back as its summary,
+    not on standard error)."""
+
+    def __enter__(self) -> _QuietStderr:
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        return self
+
+    def silence(self) -> None:
+        sys.stderr.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc) -> None:
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
 
 
 def check_scheduler(address: str, timeout_s: float = SCHEDULER_CONNECT_S) -> None:

@@ -202,3 +202,21 @@ def test_a_history_database_whose_checks_or_indexes_run_sql_is_refused_unwritten
         assert done.code == 0 and "not a history database nsysprobe made" in done.stderr
         assert history.stat().st_size == size
         assert done.peak_rss_mib < 250, (kind, done.peak_rss_mib)
+
+
+def test_ctrl_c_to_the_whole_job_prints_one_line(tmp_path):
+    # Was: "nsysprobe: interrupted" and the local cluster's worker processes' tracebacks,
+    # which share the terminal (a terminal's Ctrl-C reaches the whole process group).
+    ranks = [crafted(tmp_path, name=f"rank{i}.sqlite", base=PYTHON_OVERHEAD) for i in (0, 1)]
+    for target in ("distributed.nanny:Nanny.start_unsafe", "distributed:Client.map"):
+        marker = tmp_path.parent / f"{tmp_path.name}-{target.rsplit('.', 1)[-1]}"
+        done = run_cli(
+            "analyze",
+            *map(str, ranks),
+            "--no-history",
+            patch=pause_at(target, marker, seconds=2),
+            on_start=lambda proc, m=marker: (wait_for(m), os.killpg(proc.pid, signal.SIGINT)),
+            timeout=90,
+        )
+        assert done.code == 130, (target, done.stderr)
+        assert done.stderr.strip() == "nsysprobe: interrupted", (target, done.stderr)
