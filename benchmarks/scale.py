@@ -28,6 +28,7 @@ import os
 import platform
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -305,11 +306,22 @@ def _git_commit() -> str:
 
 @dataclass
 class Result:
+    """One export's runs: the floor and the analysis in turn, ``--repeat`` times each. The
+    figures are the medians of each; a ratio is the ratio of two medians."""
+
     target_ops: int
     built: Built
-    timing: Timing
-    floor: Floor
+    timings: list[Timing]
+    floors: list[Floor]
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def timing(self) -> Timing:
+        return _median(self.timings)
+
+    @property
+    def floor(self) -> Floor:
+        return _median(self.floors)
 
     @property
     def time_ratio(self) -> float:
@@ -319,6 +331,11 @@ class Result:
     def memory_ratio(self) -> float:
         return self.timing.peak_rss_bytes / self.floor.peak_rss_bytes
 
+    @property
+    def pair_time_ratios(self) -> list[float]:
+        """Each analysis over the floor run just before it."""
+        return [t.wall_s / f.wall_s for t, f in zip(self.timings, self.floors)]
+
     def as_dict(self) -> dict[str, object]:
         built = asdict(self.built)
         built["path"] = self.built.path.name
@@ -327,7 +344,10 @@ class Result:
             **built,
             **asdict(self.timing),
             "floor": asdict(self.floor),
+            "runs": [asdict(t) for t in self.timings],
+            "floor_runs": [asdict(f) for f in self.floors],
             "time_vs_floor": self.time_ratio,
+            "time_vs_floor_per_pair": self.pair_time_ratios,
             "memory_vs_floor": self.memory_ratio,
             "s_per_million_gpu_ops": self.timing.wall_s / self.built.gpu_ops * 1e6,
             "mib_per_million_gpu_ops": self.timing.peak_rss_bytes
@@ -335,6 +355,15 @@ class Result:
             / self.built.gpu_ops
             * 1e6,
         }
+
+
+def _median(runs):
+    """The first run with the median wall time and the median peak RSS of ``runs``."""
+    return replace(
+        runs[0],
+        wall_s=statistics.median(r.wall_s for r in runs),
+        peak_rss_bytes=int(statistics.median(r.peak_rss_bytes for r in runs)),
+    )
 
 
 def markdown(source: Source, results: list[Result], info: dict[str, object], nest: int = 0) -> str:
@@ -345,8 +374,9 @@ def markdown(source: Source, results: list[Result], info: dict[str, object], nes
         f"replicated whole{nested}.",
         "",
         "| GPU ops | copies | OSRT rows | all event rows | file | build | analyze wall "
-        "| peak RSS | floor wall | floor RSS | time / floor | memory / floor |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| peak RSS | floor wall | floor RSS | time / floor | memory / floor | runs |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
     ]
     for r in results:
         b, t = r.built, r.timing
@@ -358,7 +388,7 @@ def markdown(source: Source, results: list[Result], info: dict[str, object], nes
             f"| {b.size_bytes / 2**30:.2f} GiB | {b.build_s:.1f} s | {t.wall_s:.1f} s "
             f"| {t.peak_rss_bytes / 2**20:,.0f} MiB | {r.floor.wall_s:.1f} s "
             f"| {r.floor.peak_rss_bytes / 2**20:,.0f} MiB | {r.time_ratio:.2f} "
-            f"| {r.memory_ratio:.2f} |"
+            f"| {r.memory_ratio:.2f} | {_runs(r)} |"
         )
     lines.append("")
     thinned = [r for r in results if r.built.osrt_keep_every > 1]
@@ -376,9 +406,19 @@ def markdown(source: Source, results: list[Result], info: dict[str, object], nes
         f"{info['os']}, Python {info['python']}; nsysprobe {info['nsysprobe_commit']}; "
         f"{info['date']}. Wall time and peak RSS of `nsysprobe analyze PATH --format json` "
         "in a fresh process; the floor is `benchmarks/floor.py PATH` (a plain sqlite3 + numpy "
-        "read of the same integer columns and the GPU busy union), run just before it."
+        "read of the same integer columns and the GPU busy union), run just before it. With "
+        "several runs (`--repeat`), floor and analysis take turns; each figure is the median "
+        "of its runs, and `runs` gives how many and the range of the time ratio of each "
+        "analysis to the floor run just before it."
     )
     return "\n".join(lines) + "\n"
+
+
+def _runs(r: Result) -> str:
+    pairs = r.pair_time_ratios
+    if len(pairs) == 1:
+        return "1"
+    return f"{len(pairs)} ({min(pairs):.2f}-{max(pairs):.2f})"
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -424,6 +464,13 @@ def parse_sizes(text: str) -> list[int]:
     show_default=True,
     help="Add this many NVTX ranges nested in one another over the whole export.",
 )
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 20),
+    default=1,
+    show_default=True,
+    help="Run the floor and the analysis this many times each, in turn; report medians.",
+)
 @click.option("--keep", is_flag=True, help="Keep the built exports.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 def main(
@@ -433,6 +480,7 @@ def main(
     osrt_factor_from: float | None,
     workdir: Path | None,
     nest: int,
+    repeat: int,
     keep: bool,
     as_json: bool,
 ) -> None:
@@ -465,20 +513,23 @@ def main(
                 f"{built.size_bytes / 2**30:.2f} GiB in {built.build_s:.1f} s; analyzing ...",
                 err=True,
             )
-            floor = time_floor(dest, folder / (dest.stem + ".floor.json"))
-            timing = time_analyze(dest, folder / (dest.stem + ".json"))
-            if timing.reported_gpu_ops != built.gpu_ops:
-                raise click.ClickException(
-                    f"{dest.name}: the report counts {timing.reported_gpu_ops:,} GPU ops, "
-                    f"the export holds {built.gpu_ops:,}"
+            floors, timings = [], []
+            for _ in range(repeat):
+                floor = time_floor(dest, folder / (dest.stem + ".floor.json"))
+                timing = time_analyze(dest, folder / (dest.stem + ".json"))
+                if timing.reported_gpu_ops != built.gpu_ops:
+                    raise click.ClickException(
+                        f"{dest.name}: the report counts {timing.reported_gpu_ops:,} GPU ops, "
+                        f"the export holds {built.gpu_ops:,}"
+                    )
+                click.echo(
+                    f"  floor {floor.wall_s:.1f} s, {floor.peak_rss_bytes / 2**20:,.0f} MiB; "
+                    f"analyze {timing.wall_s:.1f} s, {timing.peak_rss_bytes / 2**20:,.0f} MiB",
+                    err=True,
                 )
-            click.echo(
-                f"  {timing.wall_s:.1f} s, peak {timing.peak_rss_bytes / 2**20:,.0f} MiB", err=True
-            )
-            click.echo(
-                f"  floor {floor.wall_s:.1f} s, {floor.peak_rss_bytes / 2**20:,.0f} MiB", err=True
-            )
-            results.append(Result(target, built, timing, floor))
+                floors.append(floor)
+                timings.append(timing)
+            results.append(Result(target, built, timings, floors))
             if not keep:
                 dest.unlink()
                 (folder / (dest.stem + ".json")).unlink()

@@ -27,7 +27,6 @@ from typing import BinaryIO
 from nsysprobe.capture.export import ensure_sqlite
 from nsysprobe.capture.importer import finish_qdstrm, remove_imported_stream
 from nsysprobe.capture.locate import NsysInstall, find_nsys
-from nsysprobe.capture.machine import cuda_gpu_visible
 from nsysprobe.errors import CaptureError, InputError, NothingCaptured
 
 REPORT_STEM = "report"
@@ -212,6 +211,8 @@ def capture(
     install = find_nsys(nsys)
     command = workload_command(workload)
     folder = new_run_folder(workload, output)
+    from nsysprobe.capture.machine import cuda_gpu_visible  # only for a capture
+
     trace, capture_range, notes = plan(options, cuda_gpu_visible())
     for note in notes:
         say(f"note: {note}")

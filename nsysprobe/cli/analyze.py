@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,9 +12,11 @@ from nsysprobe.capture.runfolder import is_run_folder
 from nsysprobe.cli import echo
 from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_outputs, report_outputs
 from nsysprobe.errors import InputError
-from nsysprobe.numa.topology import Topology
 from nsysprobe.render import FORMATS, render
 from nsysprobe.report.analyze import check_min_gap_ms
+
+if TYPE_CHECKING:
+    from nsysprobe.numa.topology import Topology
 
 
 def is_many(path: str) -> bool:

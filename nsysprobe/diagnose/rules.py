@@ -46,13 +46,16 @@ diagnose; otherwise it comes last, after the verdict the GPU data supports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nsysprobe.analyses.account import Account
 from nsysprobe.analyses.arrivals import Arrivals, late_causes, process_label, rank_accounts
-from nsysprobe.analyses.cpu_placement import CpuPlacementResult
 from nsysprobe.analyses.health import Finding
 from nsysprobe.analyses.intervals import busy_ratio
 from nsysprobe.analyses.transfers import TransfersResult
+
+if TYPE_CHECKING:
+    from nsysprobe.analyses.cpu_placement import CpuPlacementResult
 
 MIN_GAIN_RATIO = 0.03
 GPU_BOUND_IDLE_RATIO = 0.10

@@ -9,24 +9,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nsysprobe.analyses.account import AccountResult, analyze_account
 from nsysprobe.analyses.arrivals import Arrivals, within_report
-from nsysprobe.analyses.cpu_placement import CpuPlacementResult, analyze_cpu_placement
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps
 from nsysprobe.analyses.health import Finding, analyze_health
 from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
 from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
 from nsysprobe.analyses.steps import StepsResult, find_steps, step_breakdown
-from nsysprobe.analyses.timeline import Timeline, build_timeline
 from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.common.safetext import name as safe_name
 from nsysprobe.diagnose.rules import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError, TraceError
-from nsysprobe.numa.topology import Topology
 from nsysprobe.trace.reader import Trace
+
+if TYPE_CHECKING:  # imported where used: a CPU placement or an HTML timeline is asked for
+    from nsysprobe.analyses.cpu_placement import CpuPlacementResult
+    from nsysprobe.analyses.timeline import Timeline
+    from nsysprobe.numa.topology import Topology
 
 SCHEMA_VERSION = 1
 # Ranks one report is split into at most (``analyze_processes``): one per GPU process of a
@@ -229,6 +232,8 @@ def analyze_events(
         )
     placement = None
     if topology is not None:
+        from nsysprobe.analyses.cpu_placement import analyze_cpu_placement
+
         placement = analyze_cpu_placement(events, topology)
     if placement is None:
         skipped.append(
@@ -256,6 +261,11 @@ def analyze_events(
         accounts=account.accounts if account else (),
         arrivals=arrivals,
     )
+    shown = None  # the HTML page's events
+    if timeline:
+        from nsysprobe.analyses.timeline import build_timeline
+
+        shown = build_timeline(events, steps, gaps)
     facts = events.lookups
     info = TraceInfo(
         path=safe_name(facts.path.name),
@@ -279,5 +289,5 @@ def analyze_events(
         findings=health,
         recommendations=diagnose(evidence),
         skipped=tuple(skipped),
-        timeline=build_timeline(events, steps, gaps) if timeline else None,
+        timeline=shown,
     )

@@ -54,6 +54,7 @@ from nsysprobe.common.files import open_regular, read_head
 from nsysprobe.common.safetext import NAME_CHARS
 from nsysprobe.common.safetext import name as _name
 from nsysprobe.errors import InputError, TraceError
+from nsysprobe.trace.blocks import NULL_TIME, BlockQuery, NulInText
 from nsysprobe.trace.heap import large_blocks_mapped
 from nsysprobe.trace.schema import (
     CAPTURE_EVENT_TYPE,
@@ -286,7 +287,7 @@ class Trace:
         aliases: dict[str, Iterable[str]] | None = None,
         where: str = "",
         raw: dict[str, str] | None = None,
-        text: str | None = None,
+        named_by: tuple[str, str | None] | None = None,
     ):
         """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64
         (the ids of ``_IDS`` as int32 when every value fits).
@@ -296,15 +297,17 @@ class Trace:
         not an integer in another column reads as -1, a column this version lacks as -1 too.
 
         ``raw`` gives some of ``wanted`` as SQL expressions of integers (``rowid``). With
-        ``text`` (an SQL expression of text), the result is ``(frame, blocks)``: each block's
-        text values, digits masked, as (codes, distinct masked values), see ``_masked``.
+        ``named_by`` (the columns ``text`` and ``textId``, or None where it has none), the
+        result is ``(frame, blocks)``: the frame's ``textId`` is -2 where the row's name is in
+        ``text``, and each block's texts, digits masked, come as (codes, distinct masked
+        values), see ``blocks.masked``.
         """
         cols = ["start", "end", *wanted]
         raw = raw or {}
         if table not in self.tables:
             df = _empty(cols)
             df.attrs["dropped"] = 0
-            return (df, []) if text else df
+            return (df, []) if named_by else df
         named = [c for c in cols if c not in raw]
         found = dict(zip(named, self._resolve(table, named, aliases)))
         if found["start"] is None or found["end"] is None:
@@ -313,33 +316,98 @@ class Trace:
                 f"Nsight Systems export nsysprobe can read: re-export the report with "
                 f"`nsys export --type sqlite`"
             )
-        valid = _valid_interval(found["start"], found["end"])
-        exprs = {
-            c: raw[c] if c in raw else _int_expr(found[c], *_BOUNDS.get(c, ()))
-            for c in cols
-            if c in raw or found[c]
-        }
+        read = [c for c in cols if c in raw or found[c] or (named_by and c == "textId")]
         try:
-            arrays, blocks = self._int_columns(
-                table, list(exprs.values()), valid + (f" AND ({where})" if where else ""), text
-            )
-            total = self.count_where(table, where) if where else self.count(table)
+            query = self._block_query(table, read, found, raw, where, named_by)
+            arrays, blocks, total = self._int_columns(table, query)
+            if total is None:
+                total = self.count_where(table, where) if where else self.count(table)
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
             raise TraceError(self._read_failed(table, exc)) from exc
-        read = dict(zip(exprs, arrays))
+        got = dict(zip(read, arrays))
         rows = len(arrays[0])
-        data = {c: read[c] if c in read else np.full(rows, -1, dtype=np.int64) for c in cols}
+        data = {c: got[c] if c in got else np.full(rows, -1, dtype=np.int64) for c in cols}
         data = {c: _narrow(v) if c in _IDS else v for c, v in data.items()}
         # One block per column: no consolidating copy of a table that may hold 1e7 rows.
         df = pd.DataFrame(data, copy=False)
         df.attrs["dropped"] = int(total - rows)
-        return (df, blocks) if text else df
+        return (df, blocks) if named_by else df
+
+    def _block_query(
+        self,
+        table: str,
+        read: list[str],
+        found: dict[str, str | None],
+        raw: dict[str, str],
+        where: str,
+        named_by: tuple[str, str | None] | None,
+    ) -> BlockQuery:
+        """The exact and the fast query of ``read`` (``blocks.BlockQuery``); ``textId`` is
+        the name's source when ``named_by`` is given. The fast query is built only where the
+        declared types keep SQLite from storing a number as text: INTEGER affinity for every
+        integer column, TEXT affinity for ``text``."""
+        declared = self._declared(table)
+        text_col, id_col = named_by or (None, None)
+        exact, fast = [], []
+        for c in read:
+            if c == "textId" and named_by:
+                id_expr = _int_expr(id_col) if id_col else "-1"
+                exact.append(
+                    f"CASE typeof(\"{text_col}\") WHEN 'null' THEN {id_expr} "
+                    "WHEN 'text' THEN -2 WHEN 'blob' THEN -2 ELSE -3 END"
+                )
+                fast.append(f'ifnull("{id_col}", -1)' if id_col else "-1")
+            elif c in raw:
+                exact.append(raw[c])
+                fast.append(raw[c])
+            else:
+                exact.append(_int_expr(found[c], *_BOUNDS.get(c, ())))
+                null = NULL_TIME if c in ("start", "end") else -1
+                fast.append(f'ifnull("{found[c]}", {null})')
+        checked = [f for c, f in zip(read, fast) if c not in raw]
+        typed = [found[c] for c in read if c not in raw and found.get(c)]
+        if named_by and id_col:
+            typed.append(id_col)
+        fast_ok = all("INT" in declared.get(c, "") for c in typed) and (
+            not named_by or _text_affinity(declared.get(text_col, ""))
+        )
+        aggs = [f"group_concat({e})" for e in exact]
+        fast_aggs = ["count(*)", f"max(max({', '.join(checked)}))"]
+        if named_by:
+            aggs.append(f"group_concat(coalesce(\"{text_col}\", ''), char(0))")
+            fast_aggs.append(f'count("{text_col}")')
+        fast_aggs += [f"group_concat({e})" for e in fast]
+        if named_by:
+            fast_aggs.append(f'group_concat(coalesce("{text_col}", char(1)), char(0))')
+        valid = _valid_interval(found["start"], found["end"])
+        rowid = self._rowid_name(table)
+        ranged = f" AND {rowid} BETWEEN ? AND ?" if self._rowid_blocks(table) else ""
+        exact_where = valid + (f" AND ({where})" if where else "")
+        return BlockQuery(
+            exact=f'SELECT {", ".join(aggs)} FROM "{table}" WHERE {exact_where}{ranged}',
+            fast=(
+                f'SELECT {", ".join(fast_aggs)} FROM "{table}" WHERE ({where or 1}){ranged}'
+                if fast_ok and len(checked) > 1
+                else None
+            ),
+            columns=len(read),
+            text=bool(named_by),
+            max_time=_MAX_TIME_NS,
+            bounds={k: _BOUNDS[c] for k, c in enumerate(read) if c in _BOUNDS},
+            text_id=read.index("textId") if named_by else None,
+        )
+
+    def _declared(self, table: str) -> dict[str, str]:
+        """column -> its declared type, upper case."""
+        rows = self._fetch(table, f'PRAGMA table_info("{table}")')
+        return {str(r[1]): str(r[2] or "").upper() for r in rows}
 
     def _int_columns(
-        self, table: str, exprs: list[str], where: str, text: str | None = None
-    ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, list[bytes]]]]:
-        """One int64 array per expression, over the rows matching ``where``; with ``text``,
-        also each block's masked text values (``_masked``).
+        self, table: str, query: BlockQuery
+    ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, list[bytes]]], int | None]:
+        """One int64 array per column of ``query``; with its ``text``, also each block's
+        masked text values (``blocks.masked``); and the rows of the table (matching the
+        caller's ``where``) before the interval test, None if a block was read exactly.
 
         Python's sqlite3 builds a tuple of integer objects per row, which costs more than the
         reading itself on tables of millions of rows. Instead SQLite formats each column of a
@@ -347,30 +415,27 @@ class Trace:
         columns stay aligned) that numpy parses. Blocks of rowids bound the text's size, and
         are read on one connection per core: SQLite runs without Python's lock.
         """
-        aggs = [f"group_concat({e})" for e in exprs]
-        if text:
-            aggs.append(f"group_concat({text}, char(0))")
-        sql = f'SELECT {", ".join(aggs)} FROM "{table}" WHERE {where}'
         blocks = self._rowid_blocks(table)
-        rowid = self._rowid_name(table)
         with large_blocks_mapped():
             if blocks is None:
-                results = [_parse(self._raw.execute(sql).fetchone(), text)]
-            elif len(blocks) <= 1 and not text:
-                ranged = f"{sql} AND {rowid} BETWEEN ? AND ?"
-                results = [_parse(self._raw.execute(ranged, b).fetchone(), text) for b in blocks]
+                results = [query.run(self._raw)]
+            elif len(blocks) <= 1 and not query.text:
+                results = [query.run(self._raw, b) for b in blocks]
             else:
-                results = self._read_blocks(f"{sql} AND {rowid} BETWEEN ? AND ?", blocks, text)
+                results = self._read_blocks(query, blocks)
+            counts = [n for _, n in results]
+            results = [r for r, _ in results]
             arrays = []
-            for k in range(len(exprs)):
+            for k in range(query.columns):
                 parts = [r[k] for r in results if r[k] is not None]
                 arrays.append(np.concatenate(parts) if parts else np.empty(0, np.int64))
                 for r in results:
                     r[k] = None  # free the blocks as each column is joined
         if len({a.size for a in arrays}) > 1:
             raise ValueError("columns came back with different row counts")
-        texts = [r[-1] for r in results if r[-1] is not None] if text else []
-        return arrays, texts
+        texts = [r[-1] for r in results if r[-1] is not None] if query.text else []
+        total = None if None in counts else sum(counts)
+        return arrays, texts, total
 
     @cached_property
     def _raw(self) -> sqlite3.Connection:
@@ -378,20 +443,18 @@ class Trace:
         self._opened.append(self._connect(bytes))
         return self._opened[-1]
 
-    def _read_blocks(
-        self, sql: str, blocks: list[tuple[int, int]], text: str | None = None
-    ) -> list[list]:
+    def _read_blocks(self, query: BlockQuery, blocks: list[tuple[int, int]]) -> list:
         local = threading.local()
         opened: list[sqlite3.Connection] = []
 
-        def read(block: tuple[int, int]) -> list:
+        def read(block: tuple[int, int]) -> tuple[list, int | None]:
             if not hasattr(local, "db"):
                 local.db = self._connect(bytes)
                 if hasattr(local.db, "setlimit"):  # Python 3.11+
                     # A block's joined names stay under this; past it the caller reads by rows.
                     local.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_BLOCK_TEXT)
                 opened.append(local.db)
-            return _parse(local.db.execute(sql, block).fetchone(), text)
+            return query.run(local.db, block)
 
         workers = max(1, min(_READERS, len(blocks)))
         try:
@@ -740,21 +803,17 @@ class Trace:
             return self._nvtx_by_rows(where)
         if not self._has_rowid(table):
             return self._nvtx_by_rows(where)
-        text_id = _int_expr("textId") if "textId" in self.columns(table) else "-1"
+        text_id = "textId" if "textId" in self.columns(table) else None
         try:
             df, blocks = self._intervals(
                 table,
                 ["globalTid", "domainId", "rowid", "textId"],
                 where=where,
-                raw={
-                    "rowid": self._rowid_name(table),
-                    # -2: the name is in ``text``; -3: ``text`` holds a number (read by rows)
-                    "textId": "CASE typeof(text) WHEN 'null' THEN "
-                    f"{text_id} WHEN 'text' THEN -2 WHEN 'blob' THEN -2 ELSE -3 END",
-                },
-                text="coalesce(text, '')",
+                raw={"rowid": self._rowid_name(table)},
+                # textId -2: the name is in ``text``; -3: ``text`` holds a number (read by rows)
+                named_by=("text", text_id),
             )
-        except (_NulInText, TraceError):
+        except (NulInText, TraceError):
             # A NUL in a name, or a block of names too long for one SQLite text: row by row
             # (an export that is damaged fails there with its own one-line error).
             return self._nvtx_by_rows(where)
@@ -901,37 +960,6 @@ def _copy_kind_label(enum_name: str) -> str:
     return " ".join(out)
 
 
-def _parse(row: tuple, text: str | None = None) -> list:
-    """Comma-separated integer texts (None where a block had no rows) to int64 arrays; with
-    ``text``, the row's last value is masked text (``_masked``)."""
-    ints = row[:-1] if text else row
-    out: list = [None if t is None else np.fromstring(t, dtype=np.int64, sep=",") for t in ints]
-    if text:
-        rows = next((a.size for a in out if a is not None), 0)
-        out.append(None if row[-1] is None else _masked(row[-1], rows))
-    return out
-
-
-class _NulInText(Exception):
-    """A text value holds NUL, the separator of a block's joined texts."""
-
-
-def _masked(joined: str | bytes, rows: int) -> tuple[np.ndarray, list[bytes]]:
-    """One block's text values, joined by NUL, with every ASCII digit made ``0``: (code per
-    row, distinct masked values). ``range_pattern`` of a masked value is that of the value
-    (digits stay digits; ASCII bytes never fall inside a UTF-8 sequence, valid or not), and
-    far fewer values are distinct."""
-    raw = joined.encode("utf-8") if isinstance(joined, str) else joined
-    parts = raw.translate(_DIGITS_TO_ZERO).split(b"\0")
-    if len(parts) != rows:
-        raise _NulInText("a text value holds NUL")
-    codes, uniques = pd.factorize(np.array(parts, dtype=object))
-    return codes.astype(np.int64, copy=False), list(uniques)
-
-
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-
-
 def _sorted_categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     """A categorical of ``values[codes]`` whose categories are the distinct values, sorted."""
     categories = sorted(set(values))
@@ -959,6 +987,12 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 
 def _empty(cols: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
+
+
+def _text_affinity(declared: str) -> bool:
+    """Whether SQLite gives a column of this declared type TEXT affinity (a number stored in
+    it becomes text)."""
+    return "INT" not in declared and any(k in declared for k in ("CHAR", "CLOB", "TEXT"))
 
 
 def _interval_where(extra: str) -> str:

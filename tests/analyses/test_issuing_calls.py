@@ -1,0 +1,93 @@
+"""The join of GPU work to the CUDA API call that issued it (``Events.issuing_calls``), held
+to a row-by-row join in Python over the same export: correlation ids are per process, the
+first call of an id that occurs twice issues it, and an id no call has is NaN."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import numpy as np
+import pytest
+from independent import query
+
+from nsysprobe.analyses.events import Events
+from nsysprobe.trace.reader import Trace
+
+from conftest import SAMPLE_TRACES, shared_trace
+
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+
+
+def calls_by_hand(path) -> dict[tuple[int, int], tuple[int, int]]:
+    """(pid, correlation id) -> (globalTid, nameId) of its first call in the table."""
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for tid, corr, name in query(
+        path, f"SELECT globalTid, correlationId, nameId FROM {RUNTIME} ORDER BY rowid"
+    ):
+        out.setdefault(((tid >> 24) & 0xFFFFFF, corr), (tid, name))
+    return out
+
+
+def wanted_ops(path) -> tuple[np.ndarray, np.ndarray]:
+    """Every kernel's and copy's (pid, correlation id), and some that match no call."""
+    rows = query(
+        path,
+        "SELECT (globalPid >> 24) & 16777215, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "UNION ALL SELECT (globalPid >> 24) & 16777215, correlationId "
+        "FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    )
+    pids, corrs = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    # another process's id, an id past every call, -1 and one past 32 bits
+    extra_p = np.array([pids[0] + 1, pids[0], pids[0], pids[0]])
+    extra_c = np.array([corrs[0], 10**9, -1, (1 << 32) + int(corrs[0])])
+    return np.concatenate([pids, extra_p]), np.concatenate([corrs, extra_c])
+
+
+def check(path) -> None:
+    by_hand = calls_by_hand(path)
+    pids, corrs = wanted_ops(path)
+    with Trace(path) as t:
+        got = Events.load(t).issuing_calls(pids, corrs)
+    expect = [by_hand.get((int(p), int(c)), (np.nan, np.nan)) for p, c in zip(pids, corrs)]
+    tid, name = (np.array(c, dtype=float) for c in zip(*expect))
+    assert np.isnan(tid).sum() >= 4  # the four made up match nothing
+    assert np.array_equal(got["tid"].to_numpy(dtype=float), tid, equal_nan=True)
+    assert np.array_equal(got["nameId"].to_numpy(dtype=float), name, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        SAMPLE_TRACES / "h200_pinned.sqlite",
+        "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",  # two processes, ids repeated across them
+    ],
+)
+def test_work_joins_the_call_of_its_process_and_id(path):
+    check(path if not isinstance(path, str) else shared_trace(path))
+
+
+def test_an_id_called_twice_joins_its_first_call(tmp_path):
+    path = tmp_path / "twice.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
+    db = sqlite3.connect(path)
+    # Every tenth call again, later in the table, by another thread of the process.
+    db.execute(
+        f"INSERT INTO {RUNTIME} (start, end, eventClass, globalTid, correlationId, nameId, "
+        f"returnValue, callchainId) SELECT start + 1, end + 1, eventClass, globalTid + 1, "
+        f"correlationId, nameId + 1, returnValue, callchainId FROM {RUNTIME} WHERE rowid % 10 = 0"
+    )
+    db.commit()
+    db.close()
+    check(path)
+
+
+def test_ids_wider_than_32_bits_join_the_same(tmp_path):
+    path = tmp_path / "wide.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
+    db = sqlite3.connect(path)
+    for table in (RUNTIME, "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+        db.execute(f"UPDATE {table} SET correlationId = correlationId + (1 << 40)")
+    db.commit()
+    db.close()
+    check(path)

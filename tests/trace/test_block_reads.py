@@ -1,0 +1,182 @@
+"""The fast block query (``nsysprobe/trace/blocks.py``) reads real exports, and reads a block
+it cannot read exactly by the per-value query instead: the values are those of a row-by-row
+read with Python's sqlite3 and the rules of ``Trace._intervals``, damaged or not."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+
+import pytest
+
+from nsysprobe.trace import blocks, reader
+from nsysprobe.trace.reader import Trace
+
+from conftest import SAMPLE_TRACES, shared_trace
+
+MAX_TIME = 1 << 61
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+# table -> (the reader's method, its integer columns after start and end)
+READS = {
+    KERNEL: ("kernels", ["deviceId", "streamId", "correlationId", "globalPid"]),
+    MEMCPY: ("memcpy", ["deviceId", "streamId", "correlationId", "globalPid", "bytes"]),
+    RUNTIME: ("runtime", ["globalTid", "correlationId", "nameId"]),
+}
+BYTES_MAX = 1 << 40
+
+
+def expected_rows(path, table: str, cols: list[str]) -> dict[str, list[int]]:
+    """Row by row: rows with integer start and end within 2^61 of the origin, end not before
+    start, in rowid order; a value that is not an integer (or ``bytes`` out of [0, 2^40]) -1."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = db.execute(f"SELECT start, end, {', '.join(cols)} FROM {table} ORDER BY rowid")
+    out: dict[str, list[int]] = {c: [] for c in ["start", "end", *cols]}
+    for start, end, *values in rows:
+        if not (isinstance(start, int) and isinstance(end, int)):
+            continue
+        if not (-MAX_TIME <= start <= end <= MAX_TIME):
+            continue
+        out["start"].append(start)
+        out["end"].append(end)
+        for c, v in zip(cols, values):
+            ok = isinstance(v, int) and (c != "bytes" or 0 <= v <= BYTES_MAX)
+            out[c].append(v if ok else -1)
+    db.close()
+    return out
+
+
+def read_table(path, table: str) -> dict[str, list[int]]:
+    method, cols = READS[table]
+    with Trace(path) as t:
+        df = getattr(t, method)()
+    return {c: df[c].astype("int64").tolist() for c in ["start", "end", *cols]}
+
+
+@pytest.fixture
+def count_reads(monkeypatch):
+    """{'fast': blocks read by the fast query, 'exact': blocks read per value}."""
+    seen = {"fast": 0, "exact": 0}
+    run = blocks.BlockQuery.run
+
+    def counted(self, db, params=()):
+        got = run(self, db, params)
+        seen["fast" if got[1] is not None else "exact"] += 1
+        return got
+
+    monkeypatch.setattr(blocks.BlockQuery, "run", counted)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        SAMPLE_TRACES / "h200_pinned.sqlite",
+        SAMPLE_TRACES / "h200_nccl_one_rank.sqlite",
+        "cs336_h100_train_nsys2023.4.sqlite",
+        "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
+    ],
+)
+def test_real_exports_are_read_by_the_fast_query(path, count_reads, monkeypatch):
+    # Small blocks: many of them, on several connections; names from text and textId mixed.
+    monkeypatch.setattr(reader, "_BLOCK_ROWS", 512)
+    path = path if not isinstance(path, str) else shared_trace(path)
+    with Trace(path) as t:
+        for table in (KERNEL, RUNTIME):
+            assert read_table(path, table) == expected_rows(path, table, READS[table][1])
+        t.nvtx_ranges()
+    assert count_reads["fast"] > 4 and count_reads["exact"] == 0
+
+
+DAMAGE = {
+    # a NULL start: the row is dropped; a NULL id reads -1
+    "null-start": (KERNEL, "UPDATE {t} SET start = NULL WHERE rowid = 700"),
+    "null-id": (KERNEL, "UPDATE {t} SET streamId = NULL WHERE rowid = 700"),
+    # a REAL, whole or not, and one past int64, where an integer belongs
+    "real": (KERNEL, "UPDATE {t} SET correlationId = 12.5 WHERE rowid = 700"),
+    "real-huge": (RUNTIME, "UPDATE {t} SET nameId = 1e30 WHERE rowid = 700"),
+    "real-end": (RUNTIME, "UPDATE {t} SET end = end + 0.5 WHERE rowid = 700"),
+    # text and BLOBs: of digits and commas (one token more), of digits only, of a minus sign
+    "text-commas": (KERNEL, "UPDATE {t} SET streamId = '1,2' WHERE rowid = 700"),
+    "text-commas-and-null": (
+        KERNEL,
+        "UPDATE {t} SET streamId = CASE rowid WHEN 700 THEN '1,2' ELSE NULL END "
+        "WHERE rowid IN (700, 701)",
+    ),
+    "blob-digits": (KERNEL, "UPDATE {t} SET deviceId = x'3132' WHERE rowid = 700"),
+    "blob-commas": (RUNTIME, "UPDATE {t} SET correlationId = CAST('5,6' AS BLOB) WHERE rowid = 9"),
+    "text-minus": (RUNTIME, "UPDATE {t} SET globalTid = '-' WHERE rowid = 700"),
+    "text-empty": (RUNTIME, "UPDATE {t} SET globalTid = '' WHERE rowid = 700"),
+    # reversed, too far from the origin, bytes out of bounds
+    "reversed": (KERNEL, "UPDATE {t} SET end = start - 1 WHERE rowid = 700"),
+    "far": (RUNTIME, f"UPDATE {{t}} SET end = {MAX_TIME + 1} WHERE rowid = 700"),
+    "bytes": (MEMCPY, f"UPDATE {{t}} SET bytes = {BYTES_MAX + 1} WHERE rowid = 5"),
+    "bytes-negative": (MEMCPY, "UPDATE {t} SET bytes = -4 WHERE rowid = 6"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_a_damaged_block_reads_as_row_by_row(case, tmp_path, monkeypatch):
+    table, sql = DAMAGE[case]
+    path = tmp_path / "damaged.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
+    db = sqlite3.connect(path)
+    # The same table without its NOT NULL constraints (CREATE ... AS keeps the column types).
+    db.execute(f"CREATE TABLE copied AS SELECT * FROM {table} ORDER BY rowid")
+    db.execute(f"DROP TABLE {table}")
+    db.execute(f"ALTER TABLE copied RENAME TO {table}")
+    db.execute(sql.format(t=table))
+    db.commit()
+    db.close()
+    for rows in (512, 1 << 18):  # the damage in one block of many, or in the only one
+        monkeypatch.setattr(reader, "_BLOCK_ROWS", rows)
+        assert read_table(path, table) == expected_rows(path, table, READS[table][1])
+
+
+def test_names_from_text_and_text_id_mixed_in_a_block_and_a_text_like_null(tmp_path, count_reads):
+    path = tmp_path / "names.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
+    db = sqlite3.connect(path)
+    strings = dict(db.execute("SELECT id, value FROM StringIds"))
+    db.execute("UPDATE NVTX_EVENTS SET text = 'Batch ' || rowid WHERE rowid % 3 = 0")
+    db.commit()
+    by_id = [
+        (r, strings[i])
+        for r, i in db.execute("SELECT rowid, textId FROM NVTX_EVENTS WHERE text IS NULL")
+    ]
+    db.close()
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+    patterns = dict(zip(ranges["row"].tolist(), ranges["pattern"].astype(str)))
+    assert all(patterns[r] == "Batch #" for r in patterns if r % 3 == 0)
+    assert by_id and all(patterns[r] == re.sub(r"\d+", "#", name) for r, name in by_id)
+    assert count_reads == {"fast": 1, "exact": 0}
+    # A text that is the fast query's mark of NULL: read per value, the text its name.
+    db = sqlite3.connect(path)
+    db.execute("UPDATE NVTX_EVENTS SET text = char(1) WHERE rowid = 1")
+    db.commit()
+    db.close()
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+        (name,) = t.nvtx_names(ranges["row"][ranges["row"] == 1])
+    assert name == "\\u0001"
+    assert ranges["pattern"][ranges["row"] == 1].astype(str).tolist() == ["\\u#"]
+    assert count_reads["exact"] == 1
+
+
+def test_rows_dropped_from_a_fast_block_leave_no_pattern(tmp_path, count_reads):
+    path = tmp_path / "names.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE NVTX_EVENTS SET text = 'Only a reversed range' WHERE rowid = 2")
+    db.execute("UPDATE NVTX_EVENTS SET end = start - 1 WHERE rowid = 2")
+    db.commit()
+    db.close()
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+    assert 2 not in ranges["row"].tolist() and len(ranges) == 79
+    assert "Only a reversed range" not in list(ranges["pattern"].cat.categories)
+    assert ranges.attrs["dropped"] == 1
+    assert count_reads == {"fast": 1, "exact": 0}
