@@ -426,50 +426,66 @@ class Events:
     def issuing_calls(self, pids: np.ndarray, corrs: np.ndarray) -> pd.DataFrame:
         """The CUDA API call behind each (process, correlation id): columns ``tid`` and
         ``nameId``, NaN where the call is not in the trace (the first call of an id that
-        occurs twice). Correlation ids are per process, so the join uses both; the calls are
-        sorted by the two once (``_calls_by_id``) for every analysis that joins them."""
+        occurs twice). Correlation ids are per process, so the join uses both; each
+        process's calls are put in order of their ids once (``_calls_by_id``), for every
+        analysis that joins them."""
         pids, corrs = np.asarray(pids, dtype=np.int64), np.asarray(corrs, dtype=np.int64)
-        rt = self.runtime
-        if self._calls_by_id is None:  # ids wider than 32 bits: a join of the wanted ids
-            sub = rt[np.isin(rt["correlationId"].to_numpy(), np.unique(corrs))]
-            calls = pd.DataFrame(
-                {
-                    "pid": pid_of(sub["globalTid"]),
-                    "corr": sub["correlationId"].to_numpy(),
-                    "tid": sub["globalTid"].to_numpy(),
-                    "nameId": sub["nameId"].to_numpy(),
-                }
-            ).drop_duplicates(["pid", "corr"])
-            wanted = pd.DataFrame({"pid": pids, "corr": corrs})
-            return wanted.merge(calls, on=["pid", "corr"], how="left")[["tid", "nameId"]]
-        keys, rows = self._calls_by_id
-        fits = (corrs >= _INT32_MIN) & (corrs <= _INT32_MAX)
-        want = _call_key(pids, corrs)
-        at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
-        found = fits & (keys[at] == want) if keys.size else np.zeros(want.size, dtype=bool)
-        row = rows[at[found]]
+        found = np.zeros(pids.size, dtype=bool)
+        row = np.zeros(pids.size, dtype=np.int64)
+        for pid in np.unique(pids).tolist():
+            if pid not in self._calls_by_id:
+                continue
+            ids, rows = self._calls_by_id[pid]
+            sel = np.flatnonzero(pids == pid)
+            want = corrs[sel]
+            if ids.dtype != want.dtype:  # search in the ids' own type, not a copy of them
+                info = np.iinfo(ids.dtype)
+                sel = sel[(want >= info.min) & (want <= info.max)]
+                want = corrs[sel].astype(ids.dtype)
+            at = np.minimum(np.searchsorted(ids, want), ids.size - 1)
+            hit = ids[at] == want
+            found[sel[hit]] = True
+            row[sel[hit]] = at[hit] if rows is None else rows[at[hit]]
+        row = row[found]
         out = {}
         for col in ("globalTid", "nameId"):
-            values = rt[col].to_numpy()
+            values = self.runtime[col].to_numpy()
             if found.all():
                 out[col] = values[row]
             else:  # as a left join gives them: floats, NaN where no call matched
-                out[col] = np.full(want.size, np.nan)
+                out[col] = np.full(pids.size, np.nan)
                 out[col][found] = values[row]
         return pd.DataFrame({"tid": out["globalTid"], "nameId": out["nameId"]})
 
     @cached_property
-    def _calls_by_id(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The CUDA API calls' keys (process, correlation id) in one integer, sorted, and the
-        runtime row of each (stable: the first row of a key first); None when correlation
-        ids do not fit 32 bits."""
+    def _calls_by_id(self) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
+        """pid -> its CUDA API calls' correlation ids in rising order and the runtime row of
+        each (stable: the first row of an id repeated first), or None for the rows when they
+        are the table's own in order: one process whose ids never fall, as nsys writes them,
+        is its own index and nothing is copied."""
         rt = self.runtime
         corr = rt["correlationId"].to_numpy()
-        if corr.dtype.itemsize > 4:
-            return None
-        keys = _call_key(pid_of(rt["globalTid"].to_numpy()), corr)
-        rows = np.argsort(keys, kind="stable")
-        return keys[rows], rows
+        pids = pid_of(rt["globalTid"].to_numpy())
+        if not pids.size:
+            return {}
+        if (pids == pids[0]).all():
+            groups: dict[int, np.ndarray | None] = {int(pids[0]): None}
+        else:
+            order = np.argsort(pids, kind="stable")  # each process's rows, in table order
+            cuts = np.flatnonzero(np.diff(pids[order])) + 1
+            groups = {int(pids[g[0]]): g for g in np.split(order, cuts)}
+            del order
+        del pids
+        out = {}
+        for pid, rows in groups.items():
+            ids = corr if rows is None else corr[rows]
+            if ids.size > 1 and not (ids[1:] >= ids[:-1]).all():
+                by = np.argsort(ids, kind="stable")
+                ids, rows = ids[by], by if rows is None else rows[by]
+            if rows is not None and rows.size < 1 << 31:
+                rows = rows.astype(np.int32)
+            out[pid] = (ids, rows)
+        return out
 
     def nvtx_names(self, rows) -> list[str]:
         """The names of NVTX ranges by their ``row`` (the frame holds only their patterns)."""
@@ -493,14 +509,6 @@ class Events:
         pid = (int(global_tid) >> 24) & 0xFFFFFF
         name = self.thread_names.get(int(global_tid))
         return f"{name} ({pid}/{tid})" if name else f"thread {pid}/{tid}"
-
-
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def _call_key(pids: np.ndarray, corrs: np.ndarray) -> np.ndarray:
-    """(process, correlation id) in one int64: the pid (24 bits) above the id's 32 bits."""
-    return (pids.astype(np.int64) << 32) | (corrs.astype(np.int64) & 0xFFFFFFFF)
 
 
 def columns_where(df: pd.DataFrame, rows: np.ndarray, cols) -> dict[str, np.ndarray]:

@@ -88,7 +88,7 @@ class StepRanges:
     pattern: str
     thread: int  # globalTid
     ranges: pd.DataFrame  # start, end, name, pattern, ... sorted by start
-    all_ranges: pd.DataFrame  # every NVTX range of the events (``Events.nvtx``)
+    all_ranges: pd.DataFrame  # every NVTX range of the events (``Events.nvtx``), all processes'
 
 
 def find_steps(
@@ -97,26 +97,26 @@ def find_steps(
     """The step ranges (see the module docstring), or None when no top-level range repeats.
     ``pid``: look only at that process's ranges (one rank in a report holding several)."""
     ranges, top = events.nvtx, events.nvtx_top_level
-    if pid is not None:
-        # Top-level on its thread is top-level in its process: the whole report's mask holds.
-        mine = pid_of(ranges["globalTid"].to_numpy()) == pid
-        ranges, top = ranges[mine], top[mine]
-    if not len(ranges):
+    # The process's rows as a mask, not a copy of its ranges (millions of operator ranges).
+    # Top-level on its thread is top-level in its process: the whole report's mask holds.
+    mine = None if pid is None else pid_of(ranges["globalTid"].to_numpy()) == pid
+    if not (len(ranges) if mine is None else mine.any()):
         if step_range:
             raise InputError(
                 f"--step-range {step_range!r}: the trace has no NVTX ranges; capture with "
                 f"--trace=nvtx and annotate each step"
             )
         return None
-    tops = ranges[top]
+    tops = ranges[top if mine is None else top & mine]
     chosen = _choose_pattern(tops, step_range)
     if not step_range and (chosen is None or not _is_step_word(chosen)):
         # Steps inside an enclosing range (an ``epoch`` range around them): look below the
         # top level for a repeating range named like a step (without copying the millions
         # of operator ranges there may be below it).
-        inner = _choose_pattern(ranges, None, rows=~top)
+        below = ~top if mine is None else ~top & mine
+        inner = _choose_pattern(ranges, None, rows=below)
         if inner is not None and _is_step_word(inner):
-            own = ranges[~top & (ranges["pattern"] == inner).to_numpy()]
+            own = ranges[below & (ranges["pattern"] == inner).to_numpy()]
             tops = own[top_level(own, "globalTid")]
             chosen = inner
     if chosen is None:

@@ -91,3 +91,20 @@ def test_ids_wider_than_32_bits_join_the_same(tmp_path):
     db.commit()
     db.close()
     check(path)
+
+
+def test_two_processes_whose_ids_rise_together(tmp_path):
+    # Every other call (and the work it issued) moved to a second process: the ids still
+    # rise down the table, but an id means a call of each process.
+    path = tmp_path / "two.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
+    db = sqlite3.connect(path)
+    db.execute(f"UPDATE {RUNTIME} SET globalTid = globalTid + (1 << 24) WHERE rowid % 2 = 0")
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+        db.execute(
+            f"UPDATE {table} SET globalPid = globalPid + (1 << 24) WHERE correlationId IN "
+            f"(SELECT correlationId FROM {RUNTIME} WHERE rowid % 2 = 0)"
+        )
+    db.commit()
+    db.close()
+    check(path)
