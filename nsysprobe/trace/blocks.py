@@ -20,6 +20,7 @@ one such block, the rest of the table is read exactly at once.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from dataclasses import dataclass, field
 
@@ -44,10 +45,11 @@ class BlockQuery:
 
     ``exact`` and ``fast`` end in ``AND <rowid> BETWEEN ? AND ?`` when the table is read in
     blocks. ``fast`` (None when the table's declared types do not allow it) returns
-    ``count(*)``, the maximum of every value, with ``text`` ``count(text)``, then the joined
-    columns (and texts) in the order of ``exact``'s. ``bounds``: column index -> (low, high),
-    values outside read as -1. ``text_id``: the index of the column that tells a row named by
-    its ``text`` (-2) from one named by its ``textId``.
+    ``count(*)``, the maximum of every value, with ``text`` ``count(text)`` and
+    ``min(text)``, then the joined columns (and texts) in the order of ``exact``'s.
+    ``bounds``: column index -> (low, high), values outside read as -1. ``text_id``: the
+    index of the column that tells a row named by its ``text`` (-2) from one named by its
+    ``textId``.
     """
 
     exact: str
@@ -64,8 +66,14 @@ class BlockQuery:
         block has no rows; the block's row count before the interval test, or None when it
         was read exactly)."""
         if self.fast is not None and not self._fell_back.is_set():
-            row = db.execute(self.fast, params).fetchone()
-            got = self._checked(row)
+            try:
+                row = db.execute(self.fast, params).fetchone()
+                got = self._checked(row)
+            except (sqlite3.Error, NulInText):
+                # The fast text holds rows the interval test drops (a NULL start is 20
+                # characters there, a NUL in their name): the exact query reads the block, or
+                # fails with what is wrong with it.
+                got = None
             if got is not None:
                 return got, int(row[0])
             self._fell_back.set()
@@ -75,11 +83,13 @@ class BlockQuery:
         """The fast query's block as the exact query returns it, or None if it is not one
         the fast query can read."""
         count, top = row[0], row[1]
-        at = 3 if self.text else 2
+        at = 4 if self.text else 2
         if count == 0:
             return [None] * (self.columns + self.text)
         if not isinstance(top, int):  # TEXT, BLOB or REAL among the values
             return None
+        if self.text and not (row[3] is None or isinstance(row[3], (str, bytes))):
+            return None  # a number in ``text`` (numbers sort below text: its minimum)
         ints = [_tokens(t, count) for t in row[at : at + self.columns]]
         if any(a is None for a in ints):
             return None

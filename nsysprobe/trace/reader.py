@@ -375,7 +375,7 @@ class Trace:
         fast_aggs = ["count(*)", f"max(max({', '.join(checked)}))"]
         if named_by:
             aggs.append(f"group_concat(coalesce(\"{text_col}\", ''), char(0))")
-            fast_aggs.append(f'count("{text_col}")')
+            fast_aggs += [f'count("{text_col}")', f'min("{text_col}")']
         fast_aggs += [f"group_concat({e})" for e in fast]
         if named_by:
             fast_aggs.append(f'group_concat(coalesce("{text_col}", char(1)), char(0))')
@@ -384,9 +384,14 @@ class Trace:
         ranged = f" AND {rowid} BETWEEN ? AND ?" if self._rowid_blocks(table) else ""
         exact_where = valid + (f" AND ({where})" if where else "")
         return BlockQuery(
-            exact=f'SELECT {", ".join(aggs)} FROM "{table}" WHERE {exact_where}{ranged}',
+            # NOT INDEXED: rows in rowid order, whatever index the file brings (an index on
+            # start or end would let SQLite order the exact query's rows by it).
+            exact=(
+                f'SELECT {", ".join(aggs)} FROM "{table}" NOT INDEXED WHERE {exact_where}{ranged}'
+            ),
             fast=(
-                f'SELECT {", ".join(fast_aggs)} FROM "{table}" WHERE ({where or 1}){ranged}'
+                f'SELECT {", ".join(fast_aggs)} FROM "{table}" NOT INDEXED '
+                f"WHERE ({where or 1}){ranged}"
                 if fast_ok and len(checked) > 1
                 else None
             ),

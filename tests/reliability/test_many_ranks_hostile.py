@@ -36,9 +36,12 @@ distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
 
 PINNED = SAMPLE_TRACES / "h200_pinned.sqlite"
-COPIES = 120  # ~1 M GPU operations, ~160 MB: 7 s and 350 MB in a fresh process on 2 cores
+# ~3 M GPU operations, ~0.44 GiB: 8.5 s and 820 MiB in a fresh process on this project's 2-core
+# machine (benchmarks/scale.py --sizes 3e6, 2026-12-02 07:52 UTC); 120 copies took 3.3 s
+# that morning, too close to TIMEOUT_S once the reader got faster.
+COPIES = 360
 TIMEOUT_S = 3
-MEMORY_GB = 0.3  # a normal rank's analysis process peaks near 0.1 GB, the slow one's near 0.4
+MEMORY_GB = 0.3  # a normal rank's analysis process peaks near 0.1 GB, the slow one's near 0.8
 HANG_S = 120  # a command still running after this long is hung
 
 

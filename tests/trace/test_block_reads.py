@@ -9,6 +9,8 @@ import shutil
 import sqlite3
 
 import pytest
+from independent import query
+from reliability.hostile import crafted
 
 from nsysprobe.trace import blocks, reader
 from nsysprobe.trace.reader import Trace
@@ -180,3 +182,83 @@ def test_rows_dropped_from_a_fast_block_leave_no_pattern(tmp_path, count_reads):
     assert "Only a reversed range" not in list(ranges["pattern"].cat.categories)
     assert ranges.attrs["dropped"] == 1
     assert count_reads == {"fast": 1, "exact": 0}
+
+
+def _nvtx_read(path):
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+        names = t.nvtx_names(ranges["row"])
+    return ranges["row"].tolist(), names, ranges.attrs["dropped"]
+
+
+def test_what_only_dropped_rows_hold_does_not_change_how_the_rest_is_read(tmp_path, monkeypatch):
+    # Rows the interval test drops are in the fast query's text, not the exact one's: a NUL
+    # in their name, or names too long for one block's text, leave the block to the exact
+    # query (the table is still read in blocks, its rows named by rowid), not to a failure
+    # or to the row-by-row reader.
+    kept = [r for (r,) in query(SAMPLE_TRACES / "h200_pinned.sqlite", NVTX_ROWIDS)]
+    nul = crafted(
+        tmp_path, "UPDATE NVTX_EVENTS SET text = 'x' || char(0), end = start - 1 WHERE rowid = 5"
+    )
+    assert _nvtx_read(nul)[0] == [r for r in kept if r != 5]
+    long = crafted(
+        tmp_path,
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) SELECT 100, 50, 59, "
+        "printf('%.*c', 5000, 'a'), globalTid FROM NVTX_EVENTS LIMIT 3",
+        name="long.sqlite",
+    )
+    monkeypatch.setattr(reader, "_MAX_BLOCK_TEXT", 8000)
+    rows, names, dropped = _nvtx_read(long)
+    assert rows == kept and dropped == 3
+    assert names == [n for r, n in sorted(_names_by_hand(long).items()) if r in kept]
+
+
+NVTX_ROWIDS = "SELECT rowid FROM NVTX_EVENTS WHERE eventType IN (59, 60) ORDER BY rowid"
+
+
+def _names_by_hand(path) -> dict[int, str]:
+    strings = dict(query(path, "SELECT id, value FROM StringIds"))
+    rows = query(path, "SELECT rowid, text, textId FROM NVTX_EVENTS")
+    return {r: text if text is not None else strings[i] for r, text, i in rows}
+
+
+def test_an_index_the_file_brings_does_not_reorder_the_rows(tmp_path):
+    # Sparse rowids: the table is read in one query, which an index on end would order; a
+    # REAL where an id belongs leaves it to the exact query.
+    path = crafted(
+        tmp_path,
+        f"UPDATE {KERNEL} SET rowid = 1000000000 WHERE rowid = 7780",
+        f"UPDATE {KERNEL} SET correlationId = 1.5 WHERE rowid = 3",
+        f"CREATE INDEX by_end ON {KERNEL}(end DESC)",
+        "ANALYZE",
+    )
+    assert read_table(path, KERNEL) == expected_rows(path, KERNEL, READS[KERNEL][1])
+
+
+def test_a_number_in_a_text_column_is_read_as_the_exact_query_reads_it(tmp_path, monkeypatch):
+    # A schema edited after the rows were written: ``text`` declared TEXT holds a number.
+    path = crafted(
+        tmp_path,
+        "PRAGMA writable_schema = ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'text                        TEXT', "
+        "'text                        BLOB') WHERE name = 'NVTX_EVENTS'",
+    )
+    # Each step on a fresh connection: SQLite reads the edited schema when it opens the file.
+    path = crafted(
+        tmp_path, "UPDATE NVTX_EVENTS SET text = 12345 WHERE rowid = 3", base=path, name="b.sqlite"
+    )
+    path = crafted(
+        tmp_path,
+        "PRAGMA writable_schema = ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'text                        BLOB', "
+        "'text                        TEXT') WHERE name = 'NVTX_EVENTS'",
+        base=path,
+        name="c.sqlite",
+    )
+    assert [r[2] for r in query(path, "PRAGMA table_info(NVTX_EVENTS)") if r[1] == "text"] == [
+        "TEXT"
+    ]
+    got = _nvtx_read(path)
+    monkeypatch.setattr(blocks.BlockQuery, "_checked", lambda self, row: None)
+    assert got == _nvtx_read(path)
+    assert any(n.startswith("12345") for n in got[1])  # the number, as its text
