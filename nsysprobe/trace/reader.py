@@ -318,8 +318,9 @@ class Trace:
             )
         read = [c for c in cols if c in raw or found[c] or (named_by and c == "textId")]
         try:
-            query = self._block_query(table, read, found, raw, where, named_by)
-            arrays, blocks, total = self._int_columns(table, query)
+            blocks = self._rowid_blocks(table)
+            query = self._block_query(table, read, found, raw, where, named_by, bool(blocks))
+            arrays, texts, total = self._int_columns(query, blocks)
             if total is None:
                 total = self.count_where(table, where) if where else self.count(table)
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
@@ -331,7 +332,7 @@ class Trace:
         # One block per column: no consolidating copy of a table that may hold 1e7 rows.
         df = pd.DataFrame(data, copy=False)
         df.attrs["dropped"] = int(total - rows)
-        return (df, blocks) if named_by else df
+        return (df, texts) if named_by else df
 
     def _block_query(
         self,
@@ -341,11 +342,13 @@ class Trace:
         raw: dict[str, str],
         where: str,
         named_by: tuple[str, str | None] | None,
+        in_blocks: bool,
     ) -> BlockQuery:
-        """The exact and the fast query of ``read`` (``blocks.BlockQuery``); ``textId`` is
-        the name's source when ``named_by`` is given. The fast query is built only where the
-        declared types keep SQLite from storing a number as text: INTEGER affinity for every
-        integer column, TEXT affinity for ``text``."""
+        """The exact and the fast query of ``read`` (``blocks.BlockQuery``), over a range of
+        rowids when ``in_blocks``; ``textId`` is the name's source when ``named_by`` is given.
+        The fast query is built only where the declared types keep SQLite from storing a
+        number as text: INTEGER affinity for every integer column, TEXT affinity for
+        ``text``."""
         declared = self._declared(table)
         text_col, id_col = named_by or (None, None)
         exact, fast = [], []
@@ -365,9 +368,7 @@ class Trace:
                 null = NULL_TIME if c in ("start", "end") else -1
                 fast.append(f'ifnull("{found[c]}", {null})')
         checked = [f for c, f in zip(read, fast) if c not in raw]
-        typed = [found[c] for c in read if c not in raw and found.get(c)]
-        if named_by and id_col:
-            typed.append(id_col)
+        typed = [found[c] for c in read if c not in raw and found.get(c)]  # textId's included
         fast_ok = all("INT" in declared.get(c, "") for c in typed) and (
             not named_by or _text_affinity(declared.get(text_col, ""))
         )
@@ -380,8 +381,7 @@ class Trace:
         if named_by:
             fast_aggs.append(f'group_concat(coalesce("{text_col}", char(1)), char(0))')
         valid = _valid_interval(found["start"], found["end"])
-        rowid = self._rowid_name(table)
-        ranged = f" AND {rowid} BETWEEN ? AND ?" if self._rowid_blocks(table) else ""
+        ranged = f" AND {self._rowid_name(table)} BETWEEN ? AND ?" if in_blocks else ""
         exact_where = valid + (f" AND ({where})" if where else "")
         return BlockQuery(
             # NOT INDEXED: rows in rowid order, whatever index the file brings (an index on
@@ -392,7 +392,7 @@ class Trace:
             fast=(
                 f'SELECT {", ".join(fast_aggs)} FROM "{table}" NOT INDEXED '
                 f"WHERE ({where or 1}){ranged}"
-                if fast_ok and len(checked) > 1
+                if fast_ok
                 else None
             ),
             columns=len(read),
@@ -408,11 +408,12 @@ class Trace:
         return {str(r[1]): str(r[2] or "").upper() for r in rows}
 
     def _int_columns(
-        self, table: str, query: BlockQuery
+        self, query: BlockQuery, blocks: list[tuple[int, int]] | None
     ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, list[bytes]]], int | None]:
-        """One int64 array per column of ``query``; with its ``text``, also each block's
-        masked text values (``blocks.masked``); and the rows of the table (matching the
-        caller's ``where``) before the interval test, None if a block was read exactly.
+        """One int64 array per column of ``query``, read a block of ``blocks`` (rowid ranges,
+        ``_rowid_blocks``) at a time or, with None, in one query; with its ``text``, also each
+        block's masked text values (``blocks.masked``); and the rows of the table (matching
+        the caller's ``where``) before the interval test, None if a block was read exactly.
 
         Python's sqlite3 builds a tuple of integer objects per row, which costs more than the
         reading itself on tables of millions of rows. Instead SQLite formats each column of a
@@ -420,7 +421,6 @@ class Trace:
         columns stay aligned) that numpy parses. Blocks of rowids bound the text's size, and
         are read on one connection per core: SQLite runs without Python's lock.
         """
-        blocks = self._rowid_blocks(table)
         with large_blocks_mapped():
             if blocks is None:
                 results = [query.run(self._raw)]

@@ -4,12 +4,10 @@ first call of an id that occurs twice issues it, and an id no call has is NaN.""
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
-
 import numpy as np
 import pytest
 from independent import query
+from reliability.hostile import crafted
 
 from nsysprobe.analyses.events import Events
 from nsysprobe.trace.reader import Trace
@@ -68,43 +66,38 @@ def test_work_joins_the_call_of_its_process_and_id(path):
 
 
 def test_an_id_called_twice_joins_its_first_call(tmp_path):
-    path = tmp_path / "twice.sqlite"
-    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
-    db = sqlite3.connect(path)
     # Every tenth call again, later in the table, by another thread of the process.
-    db.execute(
-        f"INSERT INTO {RUNTIME} (start, end, eventClass, globalTid, correlationId, nameId, "
-        f"returnValue, callchainId) SELECT start + 1, end + 1, eventClass, globalTid + 1, "
-        f"correlationId, nameId + 1, returnValue, callchainId FROM {RUNTIME} WHERE rowid % 10 = 0"
+    check(
+        crafted(
+            tmp_path,
+            f"INSERT INTO {RUNTIME} (start, end, eventClass, globalTid, correlationId, nameId, "
+            f"returnValue, callchainId) SELECT start + 1, end + 1, eventClass, globalTid + 1, "
+            f"correlationId, nameId + 1, returnValue, callchainId FROM {RUNTIME} "
+            f"WHERE rowid % 10 = 0",
+        )
     )
-    db.commit()
-    db.close()
-    check(path)
 
 
 def test_ids_wider_than_32_bits_join_the_same(tmp_path):
-    path = tmp_path / "wide.sqlite"
-    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
-    db = sqlite3.connect(path)
-    for table in (RUNTIME, "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
-        db.execute(f"UPDATE {table} SET correlationId = correlationId + (1 << 40)")
-    db.commit()
-    db.close()
-    check(path)
+    tables = (RUNTIME, "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY")
+    check(
+        crafted(
+            tmp_path, *(f"UPDATE {t} SET correlationId = correlationId + (1 << 40)" for t in tables)
+        )
+    )
 
 
 def test_two_processes_whose_ids_rise_together(tmp_path):
     # Every other call (and the work it issued) moved to a second process: the ids still
     # rise down the table, but an id means a call of each process.
-    path = tmp_path / "two.sqlite"
-    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
-    db = sqlite3.connect(path)
-    db.execute(f"UPDATE {RUNTIME} SET globalTid = globalTid + (1 << 24) WHERE rowid % 2 = 0")
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
-        db.execute(
-            f"UPDATE {table} SET globalPid = globalPid + (1 << 24) WHERE correlationId IN "
-            f"(SELECT correlationId FROM {RUNTIME} WHERE rowid % 2 = 0)"
+    moved = f"(SELECT correlationId FROM {RUNTIME} WHERE rowid % 2 = 0)"
+    check(
+        crafted(
+            tmp_path,
+            f"UPDATE {RUNTIME} SET globalTid = globalTid + (1 << 24) WHERE rowid % 2 = 0",
+            *(
+                f"UPDATE {t} SET globalPid = globalPid + (1 << 24) WHERE correlationId IN {moved}"
+                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY")
+            ),
         )
-    db.commit()
-    db.close()
-    check(path)
+    )

@@ -5,8 +5,6 @@ read with Python's sqlite3 and the rules of ``Trace._intervals``, damaged or not
 from __future__ import annotations
 
 import re
-import shutil
-import sqlite3
 
 import pytest
 from independent import query
@@ -33,8 +31,7 @@ BYTES_MAX = 1 << 40
 def expected_rows(path, table: str, cols: list[str]) -> dict[str, list[int]]:
     """Row by row: rows with integer start and end within 2^61 of the origin, end not before
     start, in rowid order; a value that is not an integer (or ``bytes`` out of [0, 2^40]) -1."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    rows = db.execute(f"SELECT start, end, {', '.join(cols)} FROM {table} ORDER BY rowid")
+    rows = query(path, f"SELECT start, end, {', '.join(cols)} FROM {table} ORDER BY rowid")
     out: dict[str, list[int]] = {c: [] for c in ["start", "end", *cols]}
     for start, end, *values in rows:
         if not (isinstance(start, int) and isinstance(end, int)):
@@ -46,7 +43,6 @@ def expected_rows(path, table: str, cols: list[str]) -> dict[str, list[int]]:
         for c, v in zip(cols, values):
             ok = isinstance(v, int) and (c != "bytes" or 0 <= v <= BYTES_MAX)
             out[c].append(v if ok else -1)
-    db.close()
     return out
 
 
@@ -122,33 +118,26 @@ DAMAGE = {
 @pytest.mark.parametrize("case", list(DAMAGE))
 def test_a_damaged_block_reads_as_row_by_row(case, tmp_path, monkeypatch):
     table, sql = DAMAGE[case]
-    path = tmp_path / "damaged.sqlite"
-    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
-    db = sqlite3.connect(path)
-    # The same table without its NOT NULL constraints (CREATE ... AS keeps the column types).
-    db.execute(f"CREATE TABLE copied AS SELECT * FROM {table} ORDER BY rowid")
-    db.execute(f"DROP TABLE {table}")
-    db.execute(f"ALTER TABLE copied RENAME TO {table}")
-    db.execute(sql.format(t=table))
-    db.commit()
-    db.close()
+    path = crafted(
+        tmp_path,
+        # The same table without its NOT NULL constraints (CREATE ... AS keeps the types).
+        f"CREATE TABLE copied AS SELECT * FROM {table} ORDER BY rowid",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE copied RENAME TO {table}",
+        sql.format(t=table),
+    )
     for rows in (512, 1 << 18):  # the damage in one block of many, or in the only one
         monkeypatch.setattr(reader, "_BLOCK_ROWS", rows)
         assert read_table(path, table) == expected_rows(path, table, READS[table][1])
 
 
 def test_names_from_text_and_text_id_mixed_in_a_block_and_a_text_like_null(tmp_path, count_reads):
-    path = tmp_path / "names.sqlite"
-    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
-    db = sqlite3.connect(path)
-    strings = dict(db.execute("SELECT id, value FROM StringIds"))
-    db.execute("UPDATE NVTX_EVENTS SET text = 'Batch ' || rowid WHERE rowid % 3 = 0")
-    db.commit()
+    path = crafted(tmp_path, "UPDATE NVTX_EVENTS SET text = 'Batch ' || rowid WHERE rowid % 3 = 0")
+    strings = dict(query(path, "SELECT id, value FROM StringIds"))
     by_id = [
         (r, strings[i])
-        for r, i in db.execute("SELECT rowid, textId FROM NVTX_EVENTS WHERE text IS NULL")
+        for r, i in query(path, "SELECT rowid, textId FROM NVTX_EVENTS WHERE text IS NULL")
     ]
-    db.close()
     with Trace(path) as t:
         ranges = t.nvtx_ranges()
     patterns = dict(zip(ranges["row"].tolist(), ranges["pattern"].astype(str)))
@@ -156,10 +145,12 @@ def test_names_from_text_and_text_id_mixed_in_a_block_and_a_text_like_null(tmp_p
     assert by_id and all(patterns[r] == re.sub(r"\d+", "#", name) for r, name in by_id)
     assert count_reads == {"fast": 1, "exact": 0}
     # A text that is the fast query's mark of NULL: read per value, the text its name.
-    db = sqlite3.connect(path)
-    db.execute("UPDATE NVTX_EVENTS SET text = char(1) WHERE rowid = 1")
-    db.commit()
-    db.close()
+    path = crafted(
+        tmp_path,
+        "UPDATE NVTX_EVENTS SET text = char(1) WHERE rowid = 1",
+        base=path,
+        name="null_mark.sqlite",
+    )
     with Trace(path) as t:
         ranges = t.nvtx_ranges()
         (name,) = t.nvtx_names(ranges["row"][ranges["row"] == 1])
@@ -169,13 +160,11 @@ def test_names_from_text_and_text_id_mixed_in_a_block_and_a_text_like_null(tmp_p
 
 
 def test_rows_dropped_from_a_fast_block_leave_no_pattern(tmp_path, count_reads):
-    path = tmp_path / "names.sqlite"
-    shutil.copy(SAMPLE_TRACES / "h200_pinned.sqlite", path)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE NVTX_EVENTS SET text = 'Only a reversed range' WHERE rowid = 2")
-    db.execute("UPDATE NVTX_EVENTS SET end = start - 1 WHERE rowid = 2")
-    db.commit()
-    db.close()
+    path = crafted(
+        tmp_path,
+        "UPDATE NVTX_EVENTS SET text = 'Only a reversed range' WHERE rowid = 2",
+        "UPDATE NVTX_EVENTS SET end = start - 1 WHERE rowid = 2",
+    )
     with Trace(path) as t:
         ranges = t.nvtx_ranges()
     assert 2 not in ranges["row"].tolist() and len(ranges) == 79
