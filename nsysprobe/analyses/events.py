@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
+from nsysprobe.common.heap import map_large_arrays
 from nsysprobe.trace.reader import GpuInfo, Trace, pid_of, range_pattern  # noqa: F401
 from nsysprobe.trace.schema import DIAGNOSTIC_PATTERNS
 
@@ -273,6 +274,7 @@ class Events:
     def load(cls, trace: Trace, *, sched: bool = False) -> Events:
         """Every event table, then the lookups; ``sched``: the CPU scheduling events too (the
         CPU placement analysis reads them)."""
+        map_large_arrays()  # the analyses' peak memory: their live arrays
         frames = {
             "kernels": trace.kernels(),
             "memcpy": trace.memcpy(),

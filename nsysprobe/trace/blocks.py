@@ -155,3 +155,69 @@ def _tokens(joined: bytes, count: int) -> np.ndarray | None:
     if joined.translate(None, _INTEGER_TEXT):
         return None
     return np.fromstring(joined, dtype=np.int64, sep=",", count=count)
+
+
+class Gathered:
+    """A table's blocks, taken in rowid order, copied into one array per column as each
+    arrives (and with ``text``, one code per row into the distinct masked names of every
+    block), so no block outlives its copy: the blocks' buffers are all alike and the C heap
+    serves each from the last one's memory, with no block kept between them.
+
+    ``capacity``: the most rows the blocks can hold (their rowid spans), or None for one
+    block taken whole."""
+
+    def __init__(self, columns: int, text: bool, capacity: int | None):
+        self.columns, self.text, self.capacity = columns, text, capacity
+        self.rows = 0
+        self.counts: list[int | None] = []
+        self._arrays: list[np.ndarray] | None = None
+        if capacity is not None:
+            self._arrays = [np.empty(capacity, np.int64) for _ in range(columns + text)]
+        self._names: dict[bytes, int] = {}
+
+    def take(self, result: tuple[list, int | None]) -> None:
+        """One block as ``BlockQuery.run`` returns it."""
+        values, count = result
+        self.counts.append(count)
+        if values[0] is None:
+            return
+        n = values[0].size
+        if any(v.size != n for v in values[: self.columns]) or (
+            self.text and values[-1][0].size != n
+        ):
+            raise ValueError("columns came back with different row counts")
+        if self.text:
+            codes, names = values[-1]
+            mapping = np.array([self._names.setdefault(u, len(self._names)) for u in names])
+            values = [*values[:-1], mapping[codes] if mapping.size else codes]
+        if self._arrays is None:
+            if self.rows:
+                raise ValueError("a second block without room for it")
+            self._arrays = values
+        else:
+            if self.rows + n > self.capacity:
+                raise ValueError("a block holds more rows than its rowids allow")
+            for into, v in zip(self._arrays, values):
+                into[self.rows : self.rows + n] = v
+        self.rows += n
+
+    def columns_read(self) -> list[np.ndarray]:
+        """One int64 array per column (the rows taken; with ``text``, last, each row's code
+        into ``names``)."""
+        if self._arrays is None:
+            return [np.empty(0, np.int64) for _ in range(self.columns + self.text)]
+        n = self.rows
+        # Rows the blocks did not fill were never written: a view leaves their pages unused,
+        # unless most of the room is left (then a copy lets the room go).
+        return [a[:n] if n * 2 >= a.size else a[:n].copy() for a in self._arrays]
+
+    @property
+    def names(self) -> list[bytes]:
+        """The distinct masked names, in the order of the codes."""
+        return list(self._names)
+
+    @property
+    def total(self) -> int | None:
+        """The rows of the blocks before the interval test, None if a block was read
+        exactly."""
+        return None if None in self.counts else sum(self.counts)
