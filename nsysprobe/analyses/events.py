@@ -352,7 +352,11 @@ class Events:
         return len({dev for dev, _ in self.work_per_pair}) - len(self.device_ids)
 
     @cached_property
-    def _device_unions(self) -> dict[int, dict[str, iv.Intervals]]:
+    def _device_work(self) -> dict[int, dict]:
+        """device -> the union of its busy time (``busy``) and the time of its kernels,
+        copies and HtoD copies (``kernel``, ``memcpy``, ``htod``: ns) and of HtoD copies
+        under kernels (``htod_under_kernels``). Only the busy union is kept: the kernels'
+        union of a kernel-heavy capture holds nearly as many intervals as it has kernels."""
         out = {}
         for dev in self.device_ids:
             k, c, s, g = (
@@ -364,13 +368,15 @@ class Events:
             )
             copy_u = iv.union(c["start"], c["end"])
             htod = c["copyKind"] == 1
+            htod_u = iv.union(c["start"][htod], c["end"][htod])
             # Busy is the union of the three unions: the same time, far fewer intervals.
             memset_u = iv.union(s["start"], s["end"])
             out[dev] = {
-                "kernel": kernel_u,
-                "memcpy": copy_u,
-                "htod": iv.union(c["start"][htod], c["end"][htod]),
                 "busy": iv.union_of([kernel_u, copy_u, memset_u]),
+                "kernel": iv.total(kernel_u),
+                "memcpy": iv.total(copy_u),
+                "htod": iv.total(htod_u),
+                "htod_under_kernels": iv.intersection_total(htod_u, kernel_u),
             }
         return out
 
@@ -379,19 +385,23 @@ class Events:
         OS-runtime and timeline analyses read the same)."""
         if min_gap_ns not in self._gaps:
             self._gaps[min_gap_ns] = {
-                d: iv.gaps_between(self.device_union(d, "busy"), min_gap_ns)
-                for d in self.device_ids
+                d: iv.gaps_between(self.device_busy(d), min_gap_ns) for d in self.device_ids
             }
         return self._gaps[min_gap_ns]
 
-    def device_union(self, device_id: int, what: str) -> iv.Intervals:
-        """Union of one device's ``kernel``, ``memcpy``, ``htod`` copies or all ``busy`` work."""
-        return self._device_unions[device_id][what]
+    def device_busy(self, device_id: int) -> iv.Intervals:
+        """Union of one device's GPU work."""
+        return self._device_work[device_id]["busy"]
+
+    def device_time(self, device_id: int, what: str) -> int:
+        """ns of one device's ``kernel`` work, ``memcpy`` copies, ``htod`` copies, or HtoD
+        copies under kernels (``htod_under_kernels``), each a union."""
+        return self._device_work[device_id][what]
 
     @cached_property
     def busy_all(self) -> iv.Intervals:
         """Union of GPU work over every device (for per-step figures in one process)."""
-        return iv.union_of([self.device_union(d, "busy") for d in self.device_ids])
+        return iv.union_of([self.device_busy(d) for d in self.device_ids])
 
     @cached_property
     def nvtx_top_level(self) -> np.ndarray:

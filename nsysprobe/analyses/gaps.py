@@ -292,7 +292,7 @@ def _described(events: Events, dev: int, listed) -> list[Gap]:
 
 
 def _device_activity(events: Events, dev: int, gaps: iv.Intervals) -> DeviceActivity:
-    busy = events.device_union(dev, "busy")
+    busy = events.device_busy(dev)
     span = int(busy[1][-1] - busy[0][0]) if busy[0].size else 0
     busy_ns = iv.total(busy)
     count = {
@@ -305,8 +305,8 @@ def _device_activity(events: Events, dev: int, gaps: iv.Intervals) -> DeviceActi
         memcpy_count=count["c"],
         memset_count=count["s"],
         busy_ns=busy_ns,
-        kernel_busy_ns=iv.total(events.device_union(dev, "kernel")),
-        memcpy_busy_ns=iv.total(events.device_union(dev, "memcpy")),
+        kernel_busy_ns=events.device_time(dev, "kernel"),
+        memcpy_busy_ns=events.device_time(dev, "memcpy"),
         span_ns=span,
         busy_ratio=iv.busy_ratio(busy_ns, span),
         idle_ns=span - busy_ns,

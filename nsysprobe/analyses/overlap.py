@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events
 
 
@@ -38,9 +37,8 @@ class OverlapResult:
 def analyze_overlap(events: Events) -> OverlapResult:
     devices = []
     for dev in events.device_ids:
-        htod = events.device_union(dev, "htod")
-        total = iv.total(htod)
-        both = iv.intersection_total(htod, events.device_union(dev, "kernel"))
+        total = events.device_time(dev, "htod")
+        both = events.device_time(dev, "htod_under_kernels")
         devices.append(
             DeviceOverlap(
                 device_id=dev,

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, api_name, per_distinct
 from nsysprobe.trace.reader import pid_of
 
@@ -125,8 +124,8 @@ def analyze_transfers(events: Events) -> TransfersResult:
         ]
     pageable = table[(table["copy_kind"] == "HtoD") & (table["src_kind"] == "Pageable")]
     pinned = table[(table["copy_kind"] == "HtoD") & (table["src_kind"] == "Pinned")]
-    memcpy_busy = sum(iv.total(events.device_union(d, "memcpy")) for d in events.device_ids)
-    kernel_busy = sum(iv.total(events.device_union(d, "kernel")) for d in events.device_ids)
+    memcpy_busy = sum(events.device_time(d, "memcpy") for d in events.device_ids)
+    kernel_busy = sum(events.device_time(d, "kernel") for d in events.device_ids)
     return TransfersResult(
         rows=tuple(rows),
         by_api=tuple(by_api),
