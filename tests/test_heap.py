@@ -66,6 +66,14 @@ def test_arrays_from_the_threshold_up_are_mapped_on_their_own():
     run(SETUP + "map_large_arrays()\n" + AFTER.format(where="not "))
 
 
+def test_numpy_gives_no_huge_page_advice_after_it():
+    check = "print(np._core.multiarray._get_madvise_hugepage())\n"
+    env = {**os.environ, "NUMPY_MADVISE_HUGEPAGE": "1"}
+    script = SETUP + check + "map_large_arrays()\n" + check
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["True", "False"], done.stderr
+
+
 def test_events_load_sets_it():
     load = (
         "from nsysprobe.analyses.events import Events\n"
