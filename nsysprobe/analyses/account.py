@@ -424,17 +424,15 @@ class _ProcessDevice:
             labels_copy = ev.lookups.copy_kind_labels
             labels_mem = ev.lookups.mem_kind_labels
             # One label per distinct (copy kind, source, destination): few, however many rows.
-            key = np.stack([c["copyKind"], c["srcKind"], c["dstKind"]], axis=1)
-            distinct, inverse = np.unique(key, axis=0, return_inverse=True)
+            distinct, inverse = _distinct_rows(c["copyKind"], c["srcKind"], c["dstKind"])
             kind_codes, copy_codes = [], []
-            for ck, sk, dk in distinct.tolist():
+            for ck, sk, dk in distinct:
                 label = labels_copy.get(int(ck), f"kind {int(ck)}")
                 # The host side names the memory kind of a copy to or from the host.
                 host = labels_mem.get(int(sk if label == "HtoD" else dk), "Unknown")
                 name = f"memcpy {label} {host}" if label in ("HtoD", "DtoH") else f"memcpy {label}"
                 kind_codes.append(code(kinds, name))
                 copy_codes.append(code(copies, label))
-            inverse = inverse.ravel()
             f = _op_columns(c, np.array(kind_codes)[inverse], np.array(copy_codes)[inverse])
             f["bytes"] = np.clip(c["bytes"], 0, None)
             parts.append(issued_by_nccl(f))
@@ -1203,6 +1201,26 @@ def _op_columns(rows: dict[str, np.ndarray], kind, copy, coll=0) -> dict[str, np
         "bytes": np.zeros(n, dtype=np.int64),
         "coll": per_row(coll),
     }
+
+
+# Bits per column when the columns of ``_distinct_rows`` are packed into one integer.
+_ROW_BITS = 21
+
+
+def _distinct_rows(*columns: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The distinct rows of three integer columns, sorted, and each row's index into them.
+    Few are distinct among millions of rows: when every value fits ``_ROW_BITS`` bits, a row
+    is one integer, hashed, and only the distinct ones are sorted (``np.unique`` over the rows
+    sorts them all: 0.35 s for the 0.9 M copies of one rank of the user-reported shape)."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    if all(not c.size or (c.min() >= 0 and c.max() < 1 << _ROW_BITS) for c in cols):
+        key = (cols[0] << 2 * _ROW_BITS) | (cols[1] << _ROW_BITS) | cols[2]
+        codes, keys = pd.factorize(key, sort=True)
+        low = (1 << _ROW_BITS) - 1
+        rows = [(k >> 2 * _ROW_BITS, (k >> _ROW_BITS) & low, k & low) for k in keys.tolist()]
+        return rows, codes
+    distinct, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    return [tuple(r) for r in distinct.tolist()], inverse.ravel()
 
 
 def _api_category(name: str) -> int:

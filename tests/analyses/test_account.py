@@ -1178,3 +1178,19 @@ def test_one_rank_nccl_copies_are_communication_named_by_their_range():
 def test_communication_kernel_names(name, comm, collective):
     assert is_communication_kernel(name) is comm
     assert collective_of(name) == collective
+
+
+@pytest.mark.parametrize(
+    "low, high",
+    [(0, 6), (0, 1 << 21), (-1, 4), (0, 1 << 40)],  # packed into one integer; rows sorted
+)
+def test_distinct_copy_kinds_are_the_distinct_rows_in_order(low, high):
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    cols = [rng.integers(low, high, 5000) for _ in range(3)]
+    rows, index = account_module._distinct_rows(*cols)
+    expected = sorted(set(zip(*(c.tolist() for c in cols))))
+    assert rows == expected
+    position = {r: i for i, r in enumerate(expected)}
+    assert index.tolist() == [position[r] for r in zip(*(c.tolist() for c in cols))]
