@@ -251,3 +251,27 @@ def test_a_number_in_a_text_column_is_read_as_the_exact_query_reads_it(tmp_path,
     monkeypatch.setattr(blocks.BlockQuery, "_checked", lambda self, row: None)
     assert got == _nvtx_read(path)
     assert any(n.startswith("12345") for n in got[1])  # the number, as its text
+
+
+@pytest.mark.parametrize("keep_every", [1, 3, 10])
+def test_rowids_with_holes_read_as_row_by_row(keep_every, tmp_path, monkeypatch):
+    # The blocks' columns go into arrays sized by their rowid spans: with most rowids
+    # missing, the rows read must still be the table's, in order, and no more.
+    path = crafted(
+        tmp_path,
+        *(f"DELETE FROM {t} WHERE rowid % {keep_every} != 1 % {keep_every}" for t in READS),
+        "DELETE FROM NVTX_EVENTS WHERE rowid % 7 != 0",
+    )
+    monkeypatch.setattr(reader, "_BLOCK_ROWS", 64)
+    for table in READS:
+        assert read_table(path, table) == expected_rows(path, table, READS[table][1])
+    rows = query(
+        path,
+        "SELECT rowid FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND typeof(start) = 'integer'"
+        " AND typeof(end) = 'integer' AND end >= start ORDER BY rowid",
+    )
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+        assert ranges["row"].tolist() == [r for (r,) in rows]
+        names = t.nvtx_names(ranges["row"].tolist())
+    assert ranges["pattern"].astype(str).tolist() == [re.sub(r"\d+", "#", n) for n in names]
