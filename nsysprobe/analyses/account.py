@@ -66,7 +66,6 @@ from functools import cached_property
 from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.communication import (
@@ -87,6 +86,7 @@ from nsysprobe.analyses.events import (
 )
 from nsysprobe.analyses.gaps import LAUNCH_APIS, SLOW_LAUNCH_NS, SYNC_APIS, osrt_category
 from nsysprobe.analyses.steps import StepRanges, find_steps
+from nsysprobe.common.table import Labels, Table, by_count, descending
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -332,13 +332,13 @@ class _ProcessDevice:
         self.step_thread = steps.thread if steps is not None else None
         if steps is not None and len(steps.ranges):
             r = steps.ranges
-            self.win_e = r["end"].to_numpy()
+            self.win_e = r["end"]
             # Start/end ranges may overlap: a step starts no earlier than the last one ended,
             # so no time is in two steps.
             ended = np.maximum.accumulate(self.win_e)
-            self.win_s = r["start"].to_numpy().copy()
+            self.win_s = r["start"].copy()
             self.win_s[1:] = np.minimum(np.maximum(self.win_s[1:], ended[:-1]), self.win_e[1:])
-            self.win_names = r["name"].astype(str).to_numpy()
+            self.win_names = np.asarray(r["name"], dtype=object)  # texts (``find_steps``)
             self.windows = f"NVTX range '{steps.pattern}'"
         else:
             self.win_s, self.win_e = _fixed_windows(self.ops["start"], self.ops["end"])
@@ -346,18 +346,18 @@ class _ProcessDevice:
             self.windows = f"{self.win_s.size} equal windows over the GPU work (no step range)"
         self.runtime = self._runtime()
 
-    def _any_work_in(self, ranges: pd.DataFrame) -> bool:
+    def _any_work_in(self, ranges: Table) -> bool:
         """Does any of the process's GPU work on the device overlap one of the (top-level,
         sorted) ranges?"""
-        by = (ranges["start"].to_numpy(), ranges["end"].to_numpy())
-        ops = self.ops
-        return bool(iv.overlaps_any(ops["start"].to_numpy(), ops["end"].to_numpy(), by).any())
+        by = (ranges["start"], ranges["end"])
+        return bool(iv.overlaps_any(self.ops["start"], self.ops["end"], by).any())
 
     # -- inputs -------------------------------------------------------------------------
 
-    def _ops(self) -> pd.DataFrame:
-        """Every GPU operation of the process on the device, by start: ``kind`` (its busy
-        kind) and ``copy`` (HtoD, DtoH, ... for copies, else empty) as categoricals, ``bytes``."""
+    def _ops(self) -> Table:
+        """Every GPU operation of the process on the device, by start: ``start``, ``end``,
+        ``correlationId``, ``kind`` (its busy kind), ``copy`` (HtoD, DtoH, ... for copies,
+        else empty) and ``coll`` (its NCCL collective, else empty) as ``Labels``, ``bytes``."""
         ev, pid, dev = self.ev, self.pid, self.dev
         kinds: list[str] = []  # busy-kind labels; rows carry codes into it
         copies: list[str] = [""]
@@ -368,14 +368,14 @@ class _ProcessDevice:
                 labels.append(label)
             return labels.index(label)
 
-        def mine(df: pd.DataFrame, *more: str) -> dict[str, np.ndarray]:
+        def mine(df: Table, *more: str) -> dict[str, np.ndarray]:
             """The columns ``start``, ``end``, ``correlationId`` and ``more`` of the process's
             rows on the device."""
-            on = (df["deviceId"].to_numpy() == dev) & (pid_of(df["globalPid"].to_numpy()) == pid)
+            on = (df["deviceId"] == dev) & (pid_of(df["globalPid"]) == pid)
             return columns_where(df, on, ("start", "end", "correlationId", *more))
 
         if self.nccl is not None and len(self.nccl):
-            nccl_corr = self.nccl["correlationId"].to_numpy()
+            nccl_corr = np.asarray(self.nccl["correlationId"])
             nccl_coll = np.array(
                 [code(collectives, n) for n in self.nccl["collective"].tolist()], dtype=np.int64
             )
@@ -453,50 +453,52 @@ class _ProcessDevice:
             cols = {n: v[order] for n, v in cols.items()}
             del order
         for n, labels in (("kind", kinds), ("copy", copies), ("coll", collectives)):
-            cols[n] = pd.Categorical.from_codes(cols[n], categories=labels)
-        return pd.DataFrame(cols, copy=False)
+            cols[n] = Labels(cols[n], labels)
+        return Table(cols)
 
-    def _runtime(self) -> pd.DataFrame:
-        """The process's CUDA API calls by start: ``api`` (name, categorical) and ``cat``.
-        The columns of the report's own table are shared, not copied, when every call is
-        the process's (one process per report, as most are)."""
+    def _runtime(self) -> Table:
+        """The process's CUDA API calls by start: ``start``, ``end``, ``globalTid``,
+        ``correlationId``, ``api`` (name, ``Labels`` sorted) and ``cat``. The columns of the
+        report's own table are shared, not copied, when every call is the process's (one
+        process per report, as most are)."""
         rt = self.ev.runtime
-        mine = pid_of(rt["globalTid"].to_numpy()) == self.pid
+        mine = pid_of(rt["globalTid"]) == self.pid
         cols = columns_where(rt, mine, ("start", "end", "globalTid", "correlationId", "nameId"))
         del mine
         ids = cols.pop("nameId")
-        out = pd.DataFrame(cols, copy=False)
         distinct = iv.sorted_unique(ids)
         names = [api_name(self.ev.name_of(i)) for i in distinct.tolist()]
         labels = sorted(set(names))
-        code_of = np.array([labels.index(n) for n in names], dtype=np.int64)
+        code_of = np.array([labels.index(n) for n in names], dtype=np.int32)
         cat_of = np.array([_api_category(n) for n in names], dtype=np.int8)
         which = np.searchsorted(distinct, ids)
         del ids
-        out["api"] = pd.Categorical.from_codes(code_of[which], categories=labels)
+        cols["api"] = Labels(code_of[which], labels)
         cat = cat_of[which]
         del which
-        starts = out["start"].to_numpy()
-        slow = (out["end"].to_numpy() - starts) > SLOW_LAUNCH_NS
+        starts = cols["start"]
+        slow = (cols["end"] - starts) > SLOW_LAUNCH_NS
         # A launch that takes this long is lazy module loading or JIT, not launch overhead.
         cat[slow & (cat == _LAUNCH)] = _MODULE
         del slow
-        out["cat"] = cat
+        cols["cat"] = cat
+        out = Table(cols)
         if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
-            out = out.sort_values("start", kind="stable")
-        return out.reset_index(drop=True)
+            out = out.take(np.argsort(starts, kind="stable"))
+        return out
 
     # -- the account ----------------------------------------------------------------------
 
     def account(self) -> Account:
         ops = self.ops
         lo, hi = int(self.win_s.min()), int(self.win_e.max())
-        busy_names = _busy_order(list(ops["kind"].cat.categories))
-        codes = ops["kind"].cat.codes.to_numpy()
-        op_s, op_e = ops["start"].to_numpy(), ops["end"].to_numpy()
+        kinds = ops["kind"].categories.tolist()
+        busy_names = _busy_order(kinds)
+        codes = ops["kind"].codes
+        op_s, op_e = ops["start"], ops["end"]
         layers = []
         for n in busy_names:
-            mine = codes == ops["kind"].cat.categories.get_loc(n)
+            mine = codes == kinds.index(n)
             layers.append(iv.union(op_s[mine], op_e[mine]))
         # Busy time outside the windows is cut away with the rest below.
         seg_s, seg_e, seg_k = iv.partition(layers)
@@ -529,7 +531,7 @@ class _ProcessDevice:
             len(busy_names),
             table,
             wall,
-            _detail_series(details),
+            details,
             layers,
             busy_names,
             readback_bytes,
@@ -567,15 +569,14 @@ class _ProcessDevice:
             name = texts.texts[text]
             details[(b, name)] = details.get((b, name), 0) + int(sums[k])
 
-    def _result(self, labels, n_busy, table, wall, by_detail, layers, busy_names, rb) -> Account:
+    def _result(self, labels, n_busy, table, wall, details, layers, busy_names, rb) -> Account:
         total_wall = int(wall.sum())
         buckets = []
+        by_bucket = _details_by_bucket(details)
         for b, name in enumerate(labels):
             total = int(table[:, b].sum())
             if not total:
                 continue
-            ds = by_detail.loc[b] if b in by_detail.index.get_level_values(0) else pd.Series()
-            ds = ds.sort_values(ascending=False).head(DETAILS_LISTED)
             buckets.append(
                 Bucket(
                     name=name,
@@ -583,7 +584,7 @@ class _ProcessDevice:
                     total_ns=total,
                     median_ns=int(np.median(table[:, b])),
                     share_ratio=total / total_wall if total_wall else 0.0,
-                    details=tuple(Detail(str(d), int(ns)) for d, ns in ds.items()),
+                    details=by_bucket.get(b, ()),
                 )
             )
         buckets.sort(key=lambda x: (x.kind != "busy", -x.total_ns))
@@ -603,8 +604,8 @@ class _ProcessDevice:
             exposed_w = table[:, labels.index(COMMUNICATION)]
             comm_ns, overlapped = int(comm_w.sum()), int((comm_w - exposed_w).sum())
             ops = self.ops
-            mine = (ops["kind"] == COMMUNICATION).to_numpy()
-            c_s, c_e = ops["start"].to_numpy()[mine], ops["end"].to_numpy()[mine]
+            mine = ops["kind"] == COMMUNICATION
+            c_s, c_e = ops["start"][mine], ops["end"][mine]
             c_n = label_at(ops["coll"], np.flatnonzero(mine))
             compute = layers[COMPUTE]
             collectives = summarize(c_s, c_e, c_n, compute, (self.win_s, self.win_e))
@@ -664,15 +665,16 @@ class _ProcessDevice:
         if self.step_thread is not None:
             return self.step_thread
         rt = self.runtime
-        launches = rt[rt["cat"] == _LAUNCH]
-        src = launches if len(launches) else rt
-        if not len(src):
+        tids = rt["globalTid"]
+        launches = rt["cat"] == _LAUNCH
+        if launches.any():
+            tids = tids[launches]
+        if not tids.size:
             return -1
-        tids = src["globalTid"].to_numpy()
         main = tids[(tids & 0xFFFFFF) == self.pid]
         if main.size:
             return int(main[0])
-        return int(src["globalTid"].value_counts().index[0])
+        return int(by_count(tids)[0])  # the most calls; of several, the first to call
 
     def _idle_pieces(self, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
         """Idle intervals -> the bytes of each read-back that drained the GPU, the details'
@@ -708,12 +710,11 @@ class _ProcessDevice:
         ok = of_drain >= 0
         budget = np.bincount(of_drain[ok], weights=waited[ok]).astype(np.int64)
         del drained, waited
-        ops, rt = self.ops, self.runtime
-        kind_codes = ops["kind"].cat.codes.to_numpy()
-        kind_names = np.append(np.asarray(ops["kind"].cat.categories, dtype=object), "")
+        kind, api = self.ops["kind"], self.runtime["api"]
         ovh = self.ev.overhead
-        ovh = ovh[pid_of(ovh["globalTid"]) == self.pid]
+        ovh = ovh.take(pid_of(ovh["globalTid"]) == self.pid)
         overhead = iv.union(ovh["start"], ovh["end"])
+        del ovh
         calls = {t: self._calls(int(t)) for t in sorted(threads)}
 
         def run(lo: int, hi: int):
@@ -739,8 +740,10 @@ class _ProcessDevice:
             # After the issuing call began, the idle is the cost of that call, named by the
             # call and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
             at = np.flatnonzero(f.issued)
-            kind_of = np.where(f.end_copy[at] > 0, kind_codes[f.first[at]], -1)
-            named = _joined(label_at(rt["api"], f.call[at]), kind_names[kind_of], " ({})")
+            kind_of = np.where(f.end_copy[at] > 0, kind.codes[f.first[at]], -1)
+            named = _joined(
+                (api.codes[f.call[at]], api.categories), (kind_of, kind.categories), " ({})"
+            )
             late = np.maximum(i_s[at], f.call_start[at])
             emit(late, i_e[at], _CAT_CAUSE[f.cat[at]], texts.codes(named), at)
             del at, kind_of, named, late
@@ -807,14 +810,15 @@ class _ProcessDevice:
         ``drain_cause``, ``drain_detail`` as a code of ``texts``, ``readback_bytes`` of the
         read-backs in a window)."""
         ops, rt = self.ops, self.runtime
-        op_start, op_end = ops["start"].to_numpy(), ops["end"].to_numpy()
-        op_bytes = ops["bytes"].to_numpy()
-        op_call, rt_start = self._op_calls, rt["start"].to_numpy()
-        rt_tid, rt_cat = rt["globalTid"].to_numpy(), rt["cat"].to_numpy()
+        op_start, op_end = ops["start"], ops["end"]
+        op_bytes = ops["bytes"]
+        op_call, rt_start = self._op_calls, rt["start"]
+        rt_tid, rt_cat = rt["globalTid"], rt["cat"]
+        api_names = rt["api"].categories
         last = max(len(ops) - 1, 0)
         home = self._home_thread()
-        copy_code = ops["copy"].cat.codes.to_numpy()
-        copy_names = list(ops["copy"].cat.categories)
+        copy_code = ops["copy"].codes
+        copy_names = ops["copy"].categories.tolist()
         htod = copy_names.index("HtoD") if "HtoD" in copy_names else -2
         dtoh = copy_names.index("DtoH") if "DtoH" in copy_names else -2
         # The step's input: a host-to-device copy ends loading. With DataLoader workers in
@@ -854,7 +858,7 @@ class _ProcessDevice:
             del prev, before
             queued = known & (call_start < s)
             drain_cat = np.full(m, -1, dtype=np.int64)
-            drain_api = np.full(m, "", dtype=object)
+            drain_api = np.full(m, -1, dtype=np.int64)  # codes of the API names
             waited = np.zeros(m, dtype=np.int64)
             for thread in np.unique(tid[~queued]).tolist():
                 sel = np.flatnonzero(~queued & (tid == thread))
@@ -873,17 +877,13 @@ class _ProcessDevice:
             drain_cause = np.where(read & ~readback, _CAUSE["sync"], drain_cause)
             # Named only where there is a drain: "read back 4 B", "after cudaFree".
             drain_detail = np.full(m, -1, dtype=np.int64)
-            at = np.flatnonzero(drained)
+            at = np.flatnonzero(drained & read)
             drain_detail[at] = texts.codes(
-                np.where(
-                    read[at],
-                    _joined(
-                        np.full(at.size, "read back", dtype=object),
-                        _size_labels(prev_bytes[at]),
-                        " {}",
-                    ),
-                    _joined(np.full(at.size, "after", dtype=object), drain_api[at], " {}"),
-                )
+                _joined(_one("read back", at.size), _size_labels(prev_bytes[at]), " {}")
+            )
+            at = np.flatnonzero(drained & ~read)
+            drain_detail[at] = texts.codes(
+                _joined(_one("after", at.size), (drain_api[at], api_names), " {}")
             )
             in_window = iv.overlaps_any(s, e, (self.win_s, self.win_e))
             return SimpleNamespace(
@@ -912,14 +912,13 @@ class _ProcessDevice:
     @cached_property
     def _reach(self) -> np.ndarray:
         """Per GPU operation (by start), the latest end of it and every one before it."""
-        return np.maximum.accumulate(self.ops["end"].to_numpy())
+        return np.maximum.accumulate(self.ops["end"])
 
     @cached_property
     def _op_calls(self) -> np.ndarray:
         """Per GPU operation, the row of the API call that issued it (same correlation id),
         or -1."""
-        rt_corr, op_corr = self.runtime["correlationId"].to_numpy(), self.ops["correlationId"]
-        call = _lookup(rt_corr, op_corr.to_numpy())
+        call = _lookup(self.runtime["correlationId"], self.ops["correlationId"])
         return call.astype(iv.index_type(len(self.runtime)), copy=False)
 
     def _calls(self, thread: int) -> list[ThreadCalls]:
@@ -928,7 +927,7 @@ class _ProcessDevice:
 
     def _first_htod(self, is_htod: np.ndarray) -> np.ndarray:
         """Per operation: is it the first host-to-device copy in its step window?"""
-        op_s = self.ops["start"].to_numpy()
+        op_s = self.ops["start"]
         htod = np.flatnonzero(is_htod)
         out = np.zeros(op_s.size, dtype=bool)
         if not htod.size:
@@ -958,11 +957,10 @@ class _ProcessDevice:
         d_idx = np.flatnonzero(drained)
         if not d_idx.size:
             return np.full(n, -1, dtype=kind), np.full(n, -1, dtype=kind)
-        ops, rt = self.ops, self.runtime
-        op_s = ops["start"].to_numpy()
+        op_s = self.ops["start"]
         call = self._op_calls
         known = call >= 0
-        issued_at = rt["start"].to_numpy()[np.clip(call, 0, None)]
+        issued_at = self.runtime["start"][np.clip(call, 0, None)]
         issued_at[~known] = op_s[~known]
         ahead = np.zeros(op_s.size, dtype=bool)
         ahead[1:] = known[1:] & (issued_at[1:] < self._reach[:-1])
@@ -993,11 +991,10 @@ class _ProcessDevice:
 
     def _draining_calls(self, thread: int) -> tuple[np.ndarray, ...]:
         """The thread's calls that can drain the GPU (sync, copy, allocator): start, end,
-        category and API name, by start."""
+        category and API name (a code of the runtime's ``api`` labels), by start."""
         rt = self.runtime
-        mine = rt[(rt["globalTid"].to_numpy() == thread) & np.isin(rt["cat"], _DRAINING)]
-        apis = label_at(mine["api"], np.arange(len(mine))).astype(object)
-        return mine["start"].to_numpy(), mine["end"].to_numpy(), mine["cat"].to_numpy(), apis
+        mine = np.flatnonzero((rt["globalTid"] == thread) & np.isin(rt["cat"], _DRAINING))
+        return rt["start"][mine], rt["end"][mine], rt["cat"][mine], rt["api"].codes[mine]
 
     def _thread_states(self, calls: list[ThreadCalls], s, e, texts: _Texts):
         """Split the intervals [s, e) (disjoint, sorted, after those of the last call) by what
@@ -1015,9 +1012,7 @@ class _ProcessDevice:
         # Only the calls and ranges that overlap an interval can hold one of its pieces (a
         # range holding a point there overlaps it, and so does every range enclosing it).
         rt, os_, nv = (c.take((s, e)) for c in calls)
-        points = np.concatenate(
-            [df[c].to_numpy() for df in (rt, os_, nv) for c in ("start", "end")]
-        )
+        points = np.concatenate([df[c] for df in (rt, os_, nv) for c in ("start", "end")])
         p_s, p_e, origin = iv.split_at(s, e, points)
         del points
         mid = p_s + (p_e - p_s) // 2
@@ -1025,16 +1020,16 @@ class _ProcessDevice:
         no_range = texts.code(NO_RANGE)
         detail = np.full(p_s.size, no_range, dtype=np.int64)
         free = np.ones(p_s.size, dtype=bool)
-        j = iv.outermost_cover(rt["start"].to_numpy(), rt["end"].to_numpy(), mid)
+        j = iv.outermost_cover(rt["start"], rt["end"], mid)
         hit = free & (j >= 0)
-        state[hit] = _API + rt["cat"].to_numpy()[j[hit]]
+        state[hit] = _API + rt["cat"][j[hit]]
         detail[hit] = texts.of_category(rt["api"], j[hit])
         free &= ~hit
-        j = iv.outermost_cover(os_["start"].to_numpy(), os_["end"].to_numpy(), mid)
+        j = iv.outermost_cover(os_["start"], os_["end"], mid)
         hit = free & (j >= 0)
         if hit.any():
             # Millions of OS calls, a few names: each name is looked up once.
-            ids = os_["nameId"].to_numpy()[j[hit]]
+            ids = os_["nameId"][j[hit]]
 
             def os_state(i: int) -> int:
                 return _OS_WAIT if osrt_category(ev.name_of(i)) == "os_wait" else _OS_CALL
@@ -1045,7 +1040,7 @@ class _ProcessDevice:
         free &= ~hit
         del hit
         if free.any() and len(nv):
-            j = iv.innermost_cover(nv["start"].to_numpy(), nv["end"].to_numpy(), mid[free])
+            j = iv.innermost_cover(nv["start"], nv["end"], mid[free])
             named = texts.of_category(nv["pattern"], np.clip(j, 0, None))
             detail[free] = np.where(j >= 0, named, no_range)
         return p_s, p_e, idx[origin], state, detail
@@ -1067,44 +1062,51 @@ class _Texts:
             self.texts.append(text)
         return code
 
-    def codes(self, values: np.ndarray) -> np.ndarray:
-        """The codes of an array of texts (None or "" for none)."""
-        found, distinct = pd.factorize(np.asarray(values, dtype=object))
-        # factorize gives -1 for None: the last entry.
-        return np.array([self.code(t) for t in distinct] + [-1], dtype=np.int64)[found]
+    def codes(self, coded: Coded) -> np.ndarray:
+        """The codes of texts given as ``(which, texts)``: each row's index into ``texts``
+        (-1, None or "" for none), as ``_joined`` gives them."""
+        which, distinct = coded
+        # -1 picks the last entry: none.
+        return np.array([self.code(t) for t in distinct] + [-1], dtype=np.int64)[which]
 
-    def of_category(self, column: pd.Series, idx: np.ndarray) -> np.ndarray:
-        """The codes of a categorical column's labels at the rows ``idx``."""
-        cats = column.cat.categories
+    def of_category(self, column: Labels, idx: np.ndarray) -> np.ndarray:
+        """The codes of a ``Labels`` column's texts at the rows ``idx``."""
+        cats = column.categories
         return per_distinct(
-            column.cat.codes.to_numpy()[idx],
+            column.codes[idx],
             lambda k: self.code(str(cats[k])) if k >= 0 else -1,
             np.int64,
         )
 
 
 def _drains(draining: tuple[np.ndarray, ...], at: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per time: the category, API and start of the draining call (``_draining_calls``) the
-    thread was inside at that time, begun before it; -1, '' and the time when none."""
+    """Per time: the category, API (its code) and start of the draining call
+    (``_draining_calls``) the thread was inside at that time, begun before it; -1, -1 and the
+    time when none."""
     s, e, cat, api = draining
     if not s.size:
-        return np.full(at.size, -1, dtype=np.int64), np.full(at.size, "", dtype=object), at
+        return np.full(at.size, -1, dtype=np.int64), np.full(at.size, -1, dtype=np.int64), at
     j = iv.outermost_cover(s, e, at)
     inside = j >= 0
     j = np.clip(j, 0, None)
     inside &= s[j] < at
     cats = np.where(inside, cat[j], -1).astype(np.int64)
-    apis = np.where(inside, api[j], "").astype(object)
+    apis = np.where(inside, api[j], -1).astype(np.int64)
     return cats, apis, np.where(inside, s[j], at)
 
 
-def _detail_series(details: dict[tuple[int, str], int]) -> pd.Series:
-    """ns per (bucket, detail text) as a Series indexed by both, in sorted order."""
-    keys = sorted(details, key=lambda k: (k[0], str(k[1])))
-    index = pd.MultiIndex.from_arrays(
-        [[k[0] for k in keys], [k[1] for k in keys]], names=["b", "d"]
-    )
-    return pd.Series([details[k] for k in keys], index=index, name="ns", dtype=np.int64)
+def _details_by_bucket(details: dict[tuple[int, str], int]) -> dict[int, tuple[Detail, ...]]:
+    """Per bucket, its ``DETAILS_LISTED`` largest details (ns per (bucket, detail text)):
+    largest first, ties in the order ``descending`` leaves the texts sorted."""
+    texts: dict[int, list[str]] = {}
+    for b, text in sorted(details, key=lambda k: (k[0], str(k[1]))):
+        texts.setdefault(b, []).append(text)
+    out = {}
+    for b, names in texts.items():
+        ns = np.array([details[b, t] for t in names], dtype=np.int64)
+        top = descending(ns)[:DETAILS_LISTED].tolist()
+        out[b] = tuple(Detail(str(names[i]), int(ns[i])) for i in top)
+    return out
 
 
 def _overhead_first(overhead: iv.Intervals, s, e, c, d, k, nsys: int):
@@ -1205,6 +1207,9 @@ def _op_columns(rows: dict[str, np.ndarray], kind, copy, coll=0) -> dict[str, np
 
 # Bits per column when the columns of ``_distinct_rows`` are packed into one integer.
 _ROW_BITS = 21
+# A column of ``_distinct_rows`` with values below this (an enum: copy kinds, memory kinds) is
+# packed as it is; one with larger values by the rank of each among its distinct ones.
+_SMALL_RANGE = 1 << 8
 
 
 def _distinct_rows(
@@ -1212,17 +1217,48 @@ def _distinct_rows(
 ) -> tuple[list[tuple[int, int, int]], np.ndarray]:
     """The distinct rows of three integer columns, sorted, and each row's index into them.
     Few are distinct among millions of rows: when every value fits ``_ROW_BITS`` bits, a row
-    is one integer, hashed, and only the distinct ones are sorted (``np.unique`` over the rows
-    sorts them all: 0.35 s for the 0.9 M copies of one rank of the user-reported shape)."""
+    is one integer and the distinct ones are marked in a table (``_ranked``), nothing sorted
+    (``np.unique`` over the rows sorts them all: 0.35 s for the 0.9 M copies of one rank of
+    the user-reported shape)."""
     cols = [np.asarray(c, dtype=np.int64) for c in (first, second, third)]
-    if all(not c.size or (c.min() >= 0 and c.max() < 1 << _ROW_BITS) for c in cols):
-        key = (cols[0] << 2 * _ROW_BITS) | (cols[1] << _ROW_BITS) | cols[2]
-        codes, keys = pd.factorize(key, sort=True)
-        low = (1 << _ROW_BITS) - 1
-        rows = [(k >> 2 * _ROW_BITS, (k >> _ROW_BITS) & low, k & low) for k in keys.tolist()]
+    if not cols[0].size:
+        return [], np.empty(0, dtype=np.intp)
+    if all(c.min() >= 0 and c.max() < 1 << _ROW_BITS for c in cols):
+        # Each column's values, or their ranks, make one digit of the row's integer: rows in
+        # order are integers in order. (At most 2^21 digits each: no overflow.)
+        key = np.zeros(cols[0].size, dtype=np.int64)
+        digits = []  # per column, the value of each digit
+        for c in cols:
+            high = int(c.max()) + 1
+            values, digit = (np.arange(high), c) if high <= _SMALL_RANGE else _ranked(c, high)
+            key *= values.size
+            key += digit
+            digits.append(values)
+        del digit
+        n2, n3 = digits[1].size, digits[2].size
+        keys, codes = _ranked(key, digits[0].size * n2 * n3)
+        del key
+        parts = (keys // (n2 * n3), keys // n3 % n2, keys % n3)
+        rows = list(zip(*(v[p].tolist() for v, p in zip(digits, parts))))
         return rows, codes
     distinct, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
     return [tuple(r) for r in distinct.tolist()], inverse.ravel()
+
+
+def _ranked(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` (integers in [0, size)) in rising order, and each value's
+    index among them: marked in a table of ``size`` entries when that is no longer than the
+    values (no sort of millions of rows), else by ``np.unique``."""
+    if size > max(values.size, 1 << 16):
+        distinct, which = np.unique(values, return_inverse=True)
+        return distinct, which.reshape(-1)
+    seen = np.zeros(size, dtype=bool)
+    seen[values] = True
+    distinct = np.flatnonzero(seen)
+    del seen
+    rank = np.zeros(size, dtype=np.intp)
+    rank[distinct] = np.arange(distinct.size)
+    return distinct, rank[values]
 
 
 def _api_category(name: str) -> int:
@@ -1242,7 +1278,7 @@ def _api_category(name: str) -> int:
     return _OTHER
 
 
-def _fixed_windows(starts: pd.Series, ends: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _fixed_windows(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not len(starts):
         return np.zeros(1, np.int64), np.zeros(1, np.int64)
     lo, hi = int(starts.min()), int(ends.max())
@@ -1261,27 +1297,36 @@ def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return np.where(k[i] == wanted, order[i], -1)
 
 
-def _joined(first: np.ndarray, second: np.ndarray, form: str) -> np.ndarray:
-    """Per row, ``first`` followed by ``form`` filled with ``second`` (nothing where it is
-    empty), as references to one string per distinct pair: no new string per row."""
-    if not first.size:
-        return np.empty(0, dtype=object)
-    a_codes, a_names = pd.factorize(pd.Series(first, dtype=object))
-    b_codes, b_names = pd.factorize(pd.Series(second, dtype=object))
-    key = a_codes.astype(np.int64) * (len(b_names) + 1) + b_codes
-    keys, inverse = np.unique(key, return_inverse=True)
-    labels = np.empty(keys.size, dtype=object)
-    for i, k in enumerate(keys.tolist()):
-        a, b = a_names[k // (len(b_names) + 1)], b_names[k % (len(b_names) + 1)]
-        labels[i] = f"{a}{form.format(b)}" if b else str(a)
-    return labels[inverse.ravel()]
+# Texts per row as ``(which, texts)``: each row's index into a few distinct texts (-1: none),
+# so that no string is made per row.
+Coded = tuple[np.ndarray, list[str] | np.ndarray]
 
 
-def _size_labels(nbytes: np.ndarray) -> np.ndarray:
-    """Sizes as "4 B", "64 kB", "128 MB": few distinct values, each formatted once."""
-    labels = {}
-    for b in np.unique(nbytes).tolist():
-        labels[b] = (
-            f"{b / 1e6:.0f} MB" if b >= 1e6 else f"{b / 1e3:.0f} kB" if b >= 1e3 else f"{b} B"
-        )
-    return pd.Series(nbytes).map(labels).to_numpy(dtype=object)
+def _one(text: str, n: int) -> Coded:
+    """``text`` on each of ``n`` rows."""
+    return np.zeros(n, dtype=np.int64), [text]
+
+
+def _joined(first: Coded, second: Coded, form: str) -> tuple[np.ndarray, list[str]]:
+    """Per row, the text of ``first`` followed by ``form`` filled with that of ``second``
+    (nothing where it is none or empty), one string per distinct pair."""
+    (a_codes, a_texts), (b_codes, b_texts) = first, second
+    width = len(b_texts) + 1
+    key = np.asarray(a_codes, dtype=np.int64) * width + (np.asarray(b_codes, dtype=np.int64) + 1)
+    keys, which = _ranked(key, len(a_texts) * width)
+    labels = []
+    for k in keys.tolist():
+        a, b = a_texts[k // width], b_texts[k % width - 1] if k % width else ""
+        labels.append(f"{a}{form.format(b)}" if b else str(a))
+    return which, labels
+
+
+def _size_labels(nbytes: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Sizes as "4 B", "64 kB", "128 MB" (``Coded``): few distinct values, each formatted
+    once."""
+    sizes, which = np.unique(nbytes, return_inverse=True)
+    labels = [
+        f"{b / 1e6:.0f} MB" if b >= 1e6 else f"{b / 1e3:.0f} kB" if b >= 1e3 else f"{b} B"
+        for b in sizes.tolist()
+    ]
+    return which.reshape(-1), labels

@@ -28,10 +28,10 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import per_category, rows_of_thread
+from nsysprobe.common.table import Groups, Table, first_seen
 from nsysprobe.trace.reader import pid_of
 
 _KERNEL = re.compile(r"^(?:nccl|rccl|msccl)\w*?kernel", re.IGNORECASE)
@@ -80,9 +80,7 @@ class CollectiveSummary:
     exposed_ns: int  # the part of that with no compute kernel running
 
 
-def nccl_issued(
-    runtime: pd.DataFrame, nvtx: pd.DataFrame, domains: dict
-) -> dict[int, pd.DataFrame]:
+def nccl_issued(runtime: Table, nvtx: Table, domains: dict) -> dict[int, Table]:
     """pid -> the CUDA calls made inside NCCL's NVTX ranges: ``correlationId`` (sorted) and
     ``collective`` (the innermost NCCL range's, as ``collective_of`` names it).
 
@@ -95,44 +93,42 @@ def nccl_issued(
     nccl_domain = [(p << 32) | d for (p, d), name in domains.items() if name == NCCL_DOMAIN]
     in_domain = np.zeros(len(nvtx), dtype=bool)
     if nccl_domain:
-        domain = nvtx["domainId"].to_numpy()
+        domain = nvtx["domainId"]
         # Domain ids first (a cheap test), then the process of the rows that pass it.
         maybe = np.flatnonzero(np.isin(domain, [k & 0xFFFFFFFF for k in nccl_domain]))
         dom = domain[maybe].astype(np.int64)  # a 32-bit column: widened before the shift
-        keys = (pid_of(nvtx["globalTid"].to_numpy()[maybe]) << 32) | (dom & 0xFFFFFFFF)
+        keys = (pid_of(nvtx["globalTid"][maybe]) << 32) | (dom & 0xFFFFFFFF)
         in_domain[maybe] = np.isin(keys, np.array(nccl_domain, dtype=np.int64))
     # ``_RANGE`` and the collectives' names hold no digits: a range's pattern says as much.
     named = per_category(nvtx["pattern"], lambda p: bool(_RANGE.match(p)), bool)
-    ranges = nvtx[in_domain | named]
+    ranges = nvtx.take(in_domain | named)
     if not len(ranges):
         return {}
-    ranges = ranges.assign(collective=per_category(ranges["pattern"], collective_of))
-    call_start, call_corr = runtime["start"].to_numpy(), runtime["correlationId"].to_numpy()
-    found: dict[int, list[pd.DataFrame]] = {}
-    for tid, own in ranges.groupby("globalTid", sort=False):
+    collective = per_category(ranges["pattern"], collective_of)
+    call_start, call_corr = runtime["start"], runtime["correlationId"]
+    found: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    # The ranges of each thread, threads in order of first appearance, rows in table order.
+    tids, which = first_seen(ranges["globalTid"])
+    by_thread = np.argsort(which, kind="stable")
+    cuts = np.searchsorted(which[by_thread], np.arange(1, tids.size))
+    for tid, own in zip(tids.tolist(), np.split(by_thread, cuts)):
         # Only row numbers until the calls inside a range are known: the thread may have made
         # millions of calls, a few of them inside NCCL's ranges.
         mine = rows_of_thread(runtime, tid)
-        holder = iv.innermost_cover(
-            own["start"].to_numpy(), own["end"].to_numpy(), call_start[mine]
-        )
+        holder = iv.innermost_cover(ranges["start"][own], ranges["end"][own], call_start[mine])
         inside = holder >= 0
         if inside.any():
             found.setdefault(int(pid_of(np.array([tid]))[0]), []).append(
-                pd.DataFrame(
-                    {
-                        "correlationId": call_corr[mine[inside]],
-                        "collective": own["collective"].to_numpy()[holder[inside]],
-                    }
-                )
+                (call_corr[mine[inside]], collective[own][holder[inside]])
             )
-    return {
-        p: pd.concat(parts, ignore_index=True)
-        .drop_duplicates("correlationId")
-        .sort_values("correlationId", kind="stable")
-        .reset_index(drop=True)
-        for p, parts in found.items()
-    }
+    out = {}
+    for p, parts in found.items():
+        corr = np.concatenate([c for c, _ in parts])
+        names = np.concatenate([n for _, n in parts])
+        # A call in two threads' ranges counts once, as first found; by correlation id.
+        _, first = np.unique(corr, return_index=True)
+        out[p] = Table({"correlationId": corr[first], "collective": names[first]})
+    return out
 
 
 def summarize(
@@ -150,12 +146,11 @@ def summarize(
     if not s.size:
         return ()
     hidden = iv.covered(s, e, compute)
-    frame = pd.DataFrame({"name": n, "ns": e - s, "exposed": (e - s) - hidden})
-    rows = frame.groupby("name", sort=False).agg(
-        count=("ns", "size"), total=("ns", "sum"), exposed=("exposed", "sum")
-    )
+    groups = Groups([n], sort=False)
+    ns = e - s
+    count, total, exposed = groups.count(), groups.sum(ns), groups.sum(ns - hidden)
     out = [
-        CollectiveSummary(str(k), int(r["count"]), int(r["total"]), int(round(r["exposed"])))
-        for k, r in rows.iterrows()
+        CollectiveSummary(str(k), int(c), int(t), int(round(x)))
+        for k, c, t, x in zip(groups.keys[0].tolist(), count, total, exposed)
     ]
     return tuple(sorted(out, key=lambda c: (-c.exposed_ns, -c.total_ns, c.name)))

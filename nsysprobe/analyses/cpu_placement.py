@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.events import Events, per_distinct
+from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.numa.topology import Topology, cpu_to_node
 from nsysprobe.trace.reader import pid_of
 
@@ -76,18 +76,18 @@ def analyze_cpu_placement(events: Events, topology: Topology) -> CpuPlacementRes
     numa_nodes = sum(1 for n in topology.nodes if n.cpus)
     bus_id, gpu_node = _gpu_node(events, topology)
     runs = _run_intervals(sched)
-    runs["node"] = runs["cpu"].map(node_of).fillna(-1).astype(int)
-    training = set(events.launch_threads[p] for p in events.gpu_pids if p in events.launch_threads)
+    runs["node"] = per_distinct(runs["cpu"], lambda c: node_of.get(c, -1), np.int64)
+    training = [events.launch_threads[p] for p in events.gpu_pids if p in events.launch_threads]
     pid = pid_of(runs["globalTid"])
     in_gpu_process = np.isin(pid, events.gpu_pids)
-    is_training = runs["globalTid"].isin(training).to_numpy()
+    is_training = np.isin(runs["globalTid"], np.array(training, dtype=np.int64))
     roles = []
     for role, mask in (
         ("training thread", is_training),
         ("training process", in_gpu_process & ~is_training),
         ("loader processes", ~in_gpu_process),
     ):
-        part = runs[mask]
+        part = runs.take(mask)
         if len(part):
             roles.append(_role(role, part, gpu_node))
     note = (
@@ -106,8 +106,7 @@ def analyze_cpu_placement(events: Events, topology: Topology) -> CpuPlacementRes
 
 def _gpu_node(events: Events, topology: Topology) -> tuple[str | None, int | None]:
     gpus = {g.device_id: g for g in events.lookups.gpus}
-    busiest = events.kernels["deviceId"].value_counts()
-    device = int(busiest.index[0]) if len(busiest) else None
+    device = int(by_count(events.kernels["deviceId"])[0]) if len(events.kernels) else None
     traced = gpus.get(device) if device is not None else None
     if traced is None and len(gpus) == 1:
         traced = next(iter(gpus.values()))
@@ -120,36 +119,46 @@ def _gpu_node(events: Events, topology: Topology) -> tuple[str | None, int | Non
     return (traced.bus_id if traced else None), None
 
 
-def _run_intervals(sched: pd.DataFrame) -> pd.DataFrame:
-    """Scheduled-in intervals: each sched-in to the next event of the same thread."""
-    s = sched.sort_values(["globalTid", "start"], kind="stable")
-    nxt_start = s.groupby("globalTid")["start"].shift(-1)
-    nxt_in = s.groupby("globalTid")["isSchedIn"].shift(-1)
-    keep = (s["isSchedIn"] == 1) & nxt_start.notna() & (nxt_in == 0)
-    out = s.loc[keep, ["globalTid", "cpu"]].copy()
-    out["run_ns"] = (nxt_start[keep] - s.loc[keep, "start"]).astype("int64")
-    return out
+def _run_intervals(sched: Table) -> Table:
+    """Scheduled-in intervals (globalTid, cpu, run_ns), by thread then start: each sched-in
+    to the next event of the same thread."""
+    order = np.lexsort((sched["start"], sched["globalTid"]))  # stable: ties in table order
+    tid, start, sched_in = (sched[c][order] for c in ("globalTid", "start", "isSchedIn"))
+    # A sched-in followed, on its thread, by a sched-out.
+    keep = np.zeros(order.size, dtype=bool)
+    keep[:-1] = (sched_in[:-1] == 1) & (tid[1:] == tid[:-1]) & (sched_in[1:] == 0)
+    at = np.flatnonzero(keep)
+    return Table(
+        {
+            "globalTid": tid[at],
+            "cpu": sched["cpu"][order[at]],
+            "run_ns": (start[at + 1] - start[at]).astype(np.int64),
+        }
+    )
 
 
-def _role(role: str, runs: pd.DataFrame, gpu_node: int | None) -> RolePlacement:
+def _role(role: str, runs: Table, gpu_node: int | None) -> RolePlacement:
     total = int(runs["run_ns"].sum())
-    per_node = runs.groupby("node")["run_ns"].sum().sort_values(ascending=False)
+    per_node = Groups([runs["node"]], sort=True)
+    run_ns = per_node.sum(runs["run_ns"])
+    nodes, sums = per_node.keys[0].tolist(), run_ns.tolist()
     shares = tuple(
-        NodeShare(node=int(n), run_ns=int(ns), share_ratio=ns / total if total else 0.0)
-        for n, ns in per_node.items()
+        NodeShare(node=nodes[k], run_ns=sums[k], share_ratio=sums[k] / total if total else 0.0)
+        for k in descending(run_ns).tolist()
     )
     if gpu_node is None or not total:
         ratio, verdict = None, "unknown"
     else:
-        ratio = float(per_node.get(gpu_node, 0)) / total
+        on_gpu_node = run_ns[per_node.keys[0] == gpu_node]
+        ratio = float(on_gpu_node[0] if on_gpu_node.size else 0) / total
         verdict = (
             "local" if ratio >= LOCAL_RATIO else "remote" if ratio <= REMOTE_RATIO else "split"
         )
     return RolePlacement(
         role=role,
-        threads=int(runs["globalTid"].nunique()),
+        threads=int(np.unique(runs["globalTid"]).size),
         run_ns=total,
-        cpus=tuple(sorted(int(c) for c in runs["cpu"].unique())),
+        cpus=tuple(sorted(int(c) for c in np.unique(runs["cpu"]).tolist())),
         nodes=shares,
         gpu_node_ratio=ratio,
         verdict=verdict,

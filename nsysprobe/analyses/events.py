@@ -15,10 +15,10 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.common.heap import map_large_arrays
+from nsysprobe.common.table import Groups, Labels, Table, by_count, concat
 from nsysprobe.trace.reader import GpuInfo, Trace, pid_of, range_pattern  # noqa: F401
 from nsysprobe.trace.schema import DIAGNOSTIC_PATTERNS
 
@@ -31,18 +31,17 @@ def api_name(raw: str) -> str:
     return _API_VERSION.sub("", raw)
 
 
-def label_at(column: pd.Series, idx: np.ndarray) -> np.ndarray:
-    """The labels of a categorical column at the rows ``idx``."""
-    cats = np.asarray(column.cat.categories, dtype=object)
-    return cats[column.cat.codes.to_numpy()[idx]] if len(column) else np.empty(0, dtype=object)
+def label_at(column: Labels, idx: np.ndarray) -> np.ndarray:
+    """The labels of a ``Labels`` column at the rows ``idx``."""
+    cats = column.categories
+    return cats[column.codes[idx]] if len(column) else np.empty(0, dtype=object)
 
 
-def per_category(column: pd.Series, label, dtype=object) -> np.ndarray:
-    """``label(category)`` for each row of a categorical column, called once per category
+def per_category(column: Labels, label, dtype=object) -> np.ndarray:
+    """``label(category)`` for each row of a ``Labels`` column, called once per category
     (millions of NVTX rows, a few hundred patterns)."""
-    cats = column.cat.categories
-    out = np.array([label(str(c)) for c in cats], dtype=dtype)
-    return out[column.cat.codes.to_numpy()] if out.size else np.empty(len(column), dtype=dtype)
+    out = np.array([label(str(c)) for c in column.categories.tolist()], dtype=dtype)
+    return out[column.codes] if out.size else np.empty(len(column), dtype=dtype)
 
 
 def per_distinct(values: np.ndarray, label, dtype=object) -> np.ndarray:
@@ -65,22 +64,22 @@ LARGE_GROUP = 1 << 12
 MAX_DEVICES = 64
 
 
-def rows_overlapping(df: pd.DataFrame, by: iv.Intervals, threads) -> pd.DataFrame:
+def rows_overlapping(df: Table, by: iv.Intervals, threads) -> Table:
     """The rows of ``df`` that overlap one of ``by`` (disjoint, sorted) on the threads that
     ``threads`` accepts (a function of a block of ``globalTid`` values returning a mask). Only
     those rows are copied, tested a block at a time."""
-    tids, s, e = (df[c].to_numpy() for c in ("globalTid", "start", "end"))
+    tids, s, e = (df[c] for c in ("globalTid", "start", "end"))
     hits = [np.empty(0, dtype=np.int64)]
     for lo in range(0, tids.size, ROWS_PER_BLOCK):
         mine = np.flatnonzero(threads(tids[lo : lo + ROWS_PER_BLOCK])) + lo
         hits.append(mine[iv.overlaps_any(s[mine], e[mine], by)])
-    return df.iloc[np.concatenate(hits)]
+    return df.take(np.concatenate(hits))
 
 
-def rows_of_thread(df: pd.DataFrame, thread: int) -> np.ndarray:
+def rows_of_thread(df: Table, thread: int) -> np.ndarray:
     """The row numbers of ``thread``'s rows (``globalTid``) in ``df``, in table order, found a
     block at a time; 32-bit for tables under 2^31 rows."""
-    tids = df["globalTid"].to_numpy()
+    tids = df["globalTid"]
     index = iv.index_type(tids.size)
     return np.concatenate(
         [np.empty(0, dtype=index)]
@@ -91,20 +90,29 @@ def rows_of_thread(df: pd.DataFrame, thread: int) -> np.ndarray:
     )
 
 
-def grouped_in_blocks(n: int, block, keys: list[str], how: dict, sort: bool) -> pd.DataFrame:
-    """``frame.groupby(keys, sort=sort).agg(**how)`` over the rows [0, n) of a table too long
-    to copy whole: ``block(lo, hi)`` gives the frame of rows [lo, hi), a block of
+def grouped_in_blocks(n: int, block, keys: list[str], how: dict, sort: bool) -> Table:
+    """The rows [0, n) of a table too long to copy whole grouped by the columns ``keys``:
+    ``block(lo, hi)`` gives the columns (a dict of arrays) of rows [lo, hi), a block of
     ``ROWS_PER_BLOCK`` at a time; each aggregate of ``how`` (name -> (column, "size", "sum",
-    "min" or "max")) is then combined over the blocks (sizes and sums add up). Millions of
-    rows, a few hundred groups."""
+    "min" or "max")) is combined over the blocks (sizes and sums add up). A table of the
+    keys, then the aggregates, a row per group: in the keys' order with ``sort``, else in
+    order of first appearance. Millions of rows, a few hundred groups."""
     parts = [
-        block(lo, lo + ROWS_PER_BLOCK).groupby(keys, sort=sort).agg(**how)
+        _aggregate(block(lo, lo + ROWS_PER_BLOCK), keys, how, sort)
         for lo in range(0, max(n, 1), ROWS_PER_BLOCK)
     ]
     if len(parts) == 1:
         return parts[0]
-    combine = {name: "sum" if func in ("size", "sum") else func for name, (_, func) in how.items()}
-    return pd.concat(parts).groupby(level=keys, sort=sort).agg(combine)
+    combine = {name: (name, "sum" if f in ("size", "sum") else f) for name, (_, f) in how.items()}
+    return _aggregate(concat(parts), keys, combine, sort)
+
+
+def _aggregate(columns, keys: list[str], how: dict, sort: bool) -> Table:
+    groups = Groups([columns[k] for k in keys], sort=sort)
+    out = dict(zip(keys, groups.keys))
+    for name, (column, func) in how.items():
+        out[name] = groups.count() if func == "size" else getattr(groups, func)(columns[column])
+    return Table(out)
 
 
 class ThreadCalls:
@@ -113,16 +121,16 @@ class ThreadCalls:
     open from before (a call nested in another, a range open over many stretches), so what is
     held follows the stretch, not the table."""
 
-    def __init__(self, df: pd.DataFrame, thread: int):
+    def __init__(self, df: Table, thread: int):
         rows = rows_of_thread(df, thread)
-        self._table_start = df["start"].to_numpy()
+        self._table_start = df["start"]
         self.start = None  # the rows' starts, kept only when the table is not in start order
         if not _ascending(self._table_start):
             start = self._table_start[rows]
             order = np.argsort(start, kind="stable")
             rows, self.start = rows[order], start[order]
         self.df, self.rows = df, rows
-        self._end = df["end"].to_numpy()
+        self._end = df["end"]
         self._open = rows[:0]  # taken rows ending after the last stretch
         self._taken = 0  # rows[:_taken] started before the last stretch ended
 
@@ -135,11 +143,11 @@ class ThreadCalls:
         at = np.searchsorted(self._table_start, t, side="left").astype(self.rows.dtype)
         return np.searchsorted(self.rows, at)  # (same types: no copy of the rows)
 
-    def take(self, by: iv.Intervals) -> pd.DataFrame:
+    def take(self, by: iv.Intervals) -> Table:
         """The rows overlapping one of ``by`` (disjoint, sorted), in start order. Each call
         must come after the last one's intervals: rows that ended before are forgotten."""
         if not by[0].size:
-            return self.df.iloc[0:0]
+            return self.df.head(0)
         lo, hi = int(by[0][0]), int(by[1][-1])
         b = int(self.started_before(hi))
         rows = np.concatenate([self._open, self.rows[self._taken : b]])
@@ -148,7 +156,7 @@ class ThreadCalls:
         self._open = rows[ends > hi]
         rows = rows[ends > lo]
         s = self._table_start[rows]
-        return self.df.iloc[rows[iv.overlaps_any(s, self._end[rows], by)]]
+        return self.df.take(rows[iv.overlaps_any(s, self._end[rows], by)])
 
 
 def _ascending(a: np.ndarray) -> bool:
@@ -164,7 +172,7 @@ def sweep(calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):
     yield from iv.runs(weight, CALLS_PER_SWEEP)
 
 
-def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
+def top_level(df: Table, group: str) -> np.ndarray:
     """Mask of ranges that no other range of the same ``group`` encloses.
 
     Sorted by (start, longest first) within its group, a range is enclosed when an earlier
@@ -177,8 +185,8 @@ def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
     mask = np.ones(n, dtype=bool)
     if n < 2:
         return mask
-    g = df[group].to_numpy()
-    starts, ends = df["start"].to_numpy(), df["end"].to_numpy()
+    g = df[group]
+    starts, ends = df["start"], df["end"]
     by_group = np.argsort(g, kind="stable")
     cut = np.empty(n + 1, dtype=bool)
     cut[0] = cut[n] = True
@@ -202,10 +210,23 @@ def top_level(df: pd.DataFrame, group: str) -> np.ndarray:
         g, s, e = g[rows], starts[rows], ends[rows]
         order = np.lexsort((-e, s, g))
         rows, g, e = rows[order], g[order], e[order]
-        prev_max = pd.Series(e).groupby(g).cummax().groupby(g).shift(1)
-        enclosed = prev_max.notna().to_numpy() & (prev_max.fillna(0).to_numpy() >= e)
-        mask[rows[enclosed]] = False
+        mask[rows[_enclosed_in_group(g, e)]] = False
     return mask
+
+
+def _enclosed_in_group(g: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Mask of the rows (sorted by group, then start, longest first) that an earlier row of
+    their group ends at or after: the running maximum of the ends within each group, one row
+    behind. The ends are ranked densely (equal ends, equal ranks) and each group's ranks
+    lifted above every earlier group's, so one running maximum serves every group."""
+    n = e.size
+    group = np.concatenate([[0], np.cumsum(g[1:] != g[:-1])]).astype(np.int64)
+    rank = np.unique(e, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    reach = np.maximum.accumulate(group * (n + 1) + rank)
+    enclosed = np.zeros(n, dtype=bool)
+    same = group[1:] == group[:-1]
+    enclosed[1:] = same & (reach[:-1] - group[1:] * (n + 1) >= rank[1:])
+    return enclosed
 
 
 def _start_then_longest(s: np.ndarray, e: np.ndarray) -> bool:
@@ -232,7 +253,7 @@ class Lookups:
     nvtx_domains: dict[tuple[int, int], str]  # (pid, domainId) -> name
     nvtx_counts: dict[int, int]  # eventType -> rows; read only when no range was
     diagnostics: tuple[str, ...]  # DIAGNOSTIC_EVENT texts of dropped events
-    sched: pd.DataFrame | None  # --cpuctxsw scheduling events, when asked for
+    sched: Table | None  # --cpuctxsw scheduling events, when asked for
 
     @classmethod
     def read(cls, trace: Trace, *, ranges: bool, sched: bool) -> Lookups:
@@ -259,14 +280,14 @@ class Lookups:
 class Events:
     trace: Trace  # open while the analyses run: the text of a few names (``nvtx_names``)
     lookups: Lookups
-    kernels: pd.DataFrame
-    memcpy: pd.DataFrame
-    memset: pd.DataFrame
-    runtime: pd.DataFrame
-    osrt: pd.DataFrame
-    nvtx: pd.DataFrame
-    graphs: pd.DataFrame  # CUDA graph replays recorded whole: busy time with no kernel rows
-    overhead: pd.DataFrame  # nsys's own overhead on the profiled threads
+    kernels: Table
+    memcpy: Table
+    memset: Table
+    runtime: Table
+    osrt: Table
+    nvtx: Table
+    graphs: Table  # CUDA graph replays recorded whole: busy time with no kernel rows
+    overhead: Table  # nsys's own overhead on the profiled threads
     dropped: dict[str, int] = field(default_factory=dict)
     _gaps: dict[int, dict[int, iv.Intervals]] = field(default_factory=dict, repr=False)
 
@@ -285,7 +306,7 @@ class Events:
             "graphs": trace.graph_launches(),
             "overhead": trace.profiler_overhead(),
         }
-        dropped = {k: int(v.attrs.get("dropped", 0)) for k, v in frames.items()}
+        dropped = {k: int(v.dropped) for k, v in frames.items()}
         ranges = bool(len(frames["nvtx"]) or dropped["nvtx"])
         lookups = Lookups.read(trace, ranges=ranges, sched=sched)
         return cls(
@@ -301,8 +322,8 @@ class Events:
         rank's DataLoader workers included: the export records no parent process) are left
         out."""
 
-        def own(df: pd.DataFrame, column: str) -> pd.DataFrame:
-            return df[pid_of(df[column].to_numpy()) == pid].reset_index(drop=True)
+        def own(df: Table, column: str) -> Table:
+            return df.take(pid_of(df[column]) == pid)
 
         return Events(
             trace=self.trace,
@@ -329,7 +350,7 @@ class Events:
         for df in (self.kernels, self.memcpy, self.memset, self.graphs):
             if len(df):
                 # One integer per (device, process) pair: pid_of takes bits 24-47.
-                pairs = (df["deviceId"].to_numpy().astype(np.int64) << 24) | pid_of(df["globalPid"])
+                pairs = (df["deviceId"].astype(np.int64) << 24) | pid_of(df["globalPid"])
                 keys, n = np.unique(pairs, return_counts=True)
                 for key, count in zip(keys.tolist(), n.tolist()):
                     pair = (key >> 24, key & 0xFFFFFF)
@@ -428,14 +449,12 @@ class Events:
         """pid -> the thread that made the most CUDA API calls (the training thread)."""
         if not len(self.runtime):
             return {}
-        tids = self.runtime["globalTid"]
-        counts = tids.value_counts()
         out: dict[int, int] = {}
-        for tid in counts.index:  # most calls first
+        for tid in by_count(self.runtime["globalTid"]).tolist():  # most calls first
             out.setdefault(int(pid_of(np.array([tid]))[0]), int(tid))
         return out
 
-    def issuing_calls(self, pids: np.ndarray, corrs: np.ndarray) -> pd.DataFrame:
+    def issuing_calls(self, pids: np.ndarray, corrs: np.ndarray) -> Table:
         """The CUDA API call behind each (process, correlation id): columns ``tid`` and
         ``nameId``, NaN where the call is not in the trace (the first call of an id that
         occurs twice). Correlation ids are per process, so the join uses both; each
@@ -461,13 +480,13 @@ class Events:
         row = row[found]
         out = {}
         for col in ("globalTid", "nameId"):
-            values = self.runtime[col].to_numpy()
+            values = self.runtime[col]
             if found.all():
                 out[col] = values[row]
             else:  # as a left join gives them: floats, NaN where no call matched
                 out[col] = np.full(pids.size, np.nan)
                 out[col][found] = values[row]
-        return pd.DataFrame({"tid": out["globalTid"], "nameId": out["nameId"]})
+        return Table({"tid": out["globalTid"], "nameId": out["nameId"]})
 
     @cached_property
     def _calls_by_id(self) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
@@ -476,8 +495,8 @@ class Events:
         are the table's own in order: one process whose ids never fall, as nsys writes them,
         is its own index and nothing is copied."""
         rt = self.runtime
-        corr = rt["correlationId"].to_numpy()
-        pids = pid_of(rt["globalTid"].to_numpy())
+        corr = rt["correlationId"]
+        pids = pid_of(rt["globalTid"])
         if not pids.size:
             return {}
         if (pids == pids[0]).all():
@@ -500,7 +519,7 @@ class Events:
         return out
 
     def nvtx_names(self, rows) -> list[str]:
-        """The names of NVTX ranges by their ``row`` (the frame holds only their patterns)."""
+        """The names of NVTX ranges by their ``row`` (the table holds only their patterns)."""
         return self.trace.nvtx_names(rows)
 
     def nvtx_details(self, rows) -> list[tuple[str, int]]:
@@ -523,14 +542,14 @@ class Events:
         return f"{name} ({pid}/{tid})" if name else f"thread {pid}/{tid}"
 
 
-def columns_where(df: pd.DataFrame, rows: np.ndarray, cols) -> dict[str, np.ndarray]:
+def columns_where(df: Table, rows: np.ndarray, cols) -> dict[str, np.ndarray]:
     """The arrays of ``cols`` over the ``rows`` (a mask) of ``df``: the table's own arrays, not
     copies, when every row is wanted (one GPU, one process: most reports)."""
     every = bool(rows.all())
-    return {c: df[c].to_numpy() if every else df[c].to_numpy()[rows] for c in cols}
+    return {c: df[c] if every else df[c][rows] for c in cols}
 
 
-def _on_device(df: pd.DataFrame, device_id: int) -> dict[str, np.ndarray]:
+def _on_device(df: Table, device_id: int) -> dict[str, np.ndarray]:
     """The ``start``, ``end`` and ``copyKind`` arrays of one device's rows."""
     cols = [c for c in ("start", "end", "copyKind") if c in df]
-    return columns_where(df, df["deviceId"].to_numpy() == device_id, cols)
+    return columns_where(df, df["deviceId"] == device_id, cols)

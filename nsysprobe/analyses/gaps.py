@@ -35,7 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import (
@@ -47,6 +46,7 @@ from nsysprobe.analyses.events import (
     rows_overlapping,
     sweep,
 )
+from nsysprobe.common.table import Groups, descending, first_seen
 from nsysprobe.trace.reader import pid_of
 
 DEFAULT_MIN_GAP_NS = 1_000_000
@@ -216,7 +216,7 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
         states = np.empty(g_s.size, dtype=object)
         inner_row = np.full(g_s.size, -1, dtype=np.int64)
         inner_pattern = np.full(g_s.size, NO_RANGE, dtype=object)
-        for thread in pd.unique(threads):
+        for thread in first_seen(threads)[0].tolist():
             sel = np.flatnonzero(threads == thread)
             st, row, pattern = _attribute(
                 events, None if thread < 0 else int(thread), g_s[sel], g_e[sel]
@@ -225,15 +225,15 @@ def analyze_gaps(events: Events, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> GapsRe
             inner_row[sel] = row
             inner_pattern[sel] = pattern
         dur = g_e - g_s
-        for label, ns in pd.Series(dur).groupby(states).sum().items():
-            state_ns[label] = state_ns.get(label, 0) + int(ns)
-        ranges = pd.Series(inner_pattern)
-        for label, ns in pd.Series(dur).groupby(ranges.to_numpy()).sum().items():
-            range_ns[label] = range_ns.get(label, 0) + int(ns)
-        causes = pd.DataFrame({"state": states, "range": ranges.to_numpy(), "ns": dur})
-        for (state, rng), ns in causes.groupby(["state", "range"])["ns"].sum().items():
+        # Each sum in the order of its labels, as the first device's give the ties' order.
+        for totals, keys in ((state_ns, [states]), (range_ns, [inner_pattern])):
+            by = Groups(keys, sort=True)
+            for label, ns in zip(by.keys[0].tolist(), by.sum(dur).tolist()):
+                totals[label] = totals.get(label, 0) + ns
+        by = Groups([states, inner_pattern], sort=True)
+        for state, rng, ns in zip(*(k.tolist() for k in by.keys), by.sum(dur).tolist()):
             key = (str(state), None if rng == NO_RANGE else str(rng))
-            cause_ns[key] = cause_ns.get(key, 0) + int(ns)
+            cause_ns[key] = cause_ns.get(key, 0) + ns
         for k in np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED].tolist():
             candidates.append((dev, k, g_s, g_e, states, inner_row))
     # The longest gaps over all devices (ties in device, then time order), described: each
@@ -296,7 +296,7 @@ def _device_activity(events: Events, dev: int, gaps: iv.Intervals) -> DeviceActi
     span = int(busy[1][-1] - busy[0][0]) if busy[0].size else 0
     busy_ns = iv.total(busy)
     count = {
-        name: int((df["deviceId"].to_numpy() == dev).sum())
+        name: int(np.count_nonzero(df["deviceId"] == dev))
         for name, df in (("k", events.kernels), ("c", events.memcpy), ("s", events.memset))
     }
     return DeviceActivity(
@@ -320,16 +320,25 @@ def _waited_on_threads(events: Events, dev: int, gap_ends: np.ndarray) -> np.nda
     that ended the gap (joined on process and correlation id). Falls back to the process's
     busiest CUDA thread, then -1."""
     # A gap ends where a busy interval starts, which is the start of some operation.
-    ops = []
-    for df in (events.kernels, events.memcpy, events.memset):
-        hit = (df["deviceId"].to_numpy() == dev) & np.isin(df["start"].to_numpy(), gap_ends)
-        ops.append(df.loc[hit, ["start", "correlationId", "globalPid"]])
-    first = pd.concat(ops).sort_values("start", kind="stable").drop_duplicates("start")
-    first = first.set_index("start").reindex(gap_ends)
-    pids = pid_of(first["globalPid"].fillna(-1).astype(np.int64))
-    calls = events.issuing_calls(pids, first["correlationId"].fillna(-1).astype(np.int64))
-    fallback = pd.Series(pids).map(events.launch_threads)
-    return calls["tid"].fillna(fallback).fillna(-1).astype(np.int64).to_numpy()
+    # Of the operations starting at a gap's end, the first in table order (kernels, copies,
+    # memsets) issued it.
+    tables = (events.kernels, events.memcpy, events.memset)
+    hits = [(df["deviceId"] == dev) & np.isin(df["start"], gap_ends) for df in tables]
+    start, corr, gpid = (
+        np.concatenate([df[c][hit].astype(np.int64) for df, hit in zip(tables, hits)])
+        for c in ("start", "correlationId", "globalPid")
+    )
+    order = np.argsort(start, kind="stable")
+    starts, first = np.unique(start[order], return_index=True)
+    at = np.minimum(np.searchsorted(starts, gap_ends), max(starts.size - 1, 0))
+    found = starts[at] == gap_ends if starts.size else np.zeros(gap_ends.size, dtype=bool)
+    row = order[first[at]] if starts.size else at
+    pids = pid_of(np.where(found, gpid[row] if starts.size else -1, -1))
+    calls = events.issuing_calls(pids, np.where(found, corr[row] if starts.size else -1, -1))
+    threads = events.launch_threads
+    fallback = np.array([threads.get(p, -1) for p in pids.tolist()], dtype=np.int64)
+    tid = calls["tid"]
+    return np.where(np.isnan(tid), fallback, tid).astype(np.int64)
 
 
 def _attribute(
@@ -340,7 +349,7 @@ def _attribute(
     the thread's calls and ranges overlapping them (a thread may make millions of calls)."""
     tables = (events.runtime, events.osrt, events.nvtx)
     if thread is None:
-        return _attribute_run(events, *(df.iloc[0:0] for df in tables), g_s, g_e)
+        return _attribute_run(events, *(df.head(0) for df in tables), g_s, g_e)
     n = g_s.size
     out = (np.empty(n, dtype=object), np.full(n, -1, np.int64), np.full(n, NO_RANGE, dtype=object))
     calls = [ThreadCalls(df, thread) for df in tables]
@@ -358,13 +367,13 @@ def _attribute_run(events: Events, api, osrt, ranges, g_s: np.ndarray, g_e: np.n
     per_state = {}
     api_cat = _categorize(api["nameId"], lambda i: api_category(api_name(events.name_of(i))))
     # A launch that takes this long is lazy module loading or JIT, not launch overhead.
-    slow = (api["end"] - api["start"]).to_numpy() > SLOW_LAUNCH_NS
+    slow = (api["end"] - api["start"]) > SLOW_LAUNCH_NS
     launch = STATES.index("cuda_launch")
     api_cat[slow & (api_cat == launch)] = STATES.index("cuda_other")
     os_cat = _categorize(osrt["nameId"], lambda i: osrt_category(events.name_of(i)))
     for code, state in enumerate(STATES[:-1]):
         src, cats = (api, api_cat) if state.startswith("cuda") else (osrt, os_cat)
-        rows = src[cats == code] if len(src) else src
+        rows = src.take(cats == code) if len(src) else src
         u = iv.union(rows["start"], rows["end"])
         covered_parts.append(u)
         per_state[state] = iv.covered(g_s, g_e, u)
@@ -376,10 +385,10 @@ def _attribute_run(events: Events, api, osrt, ranges, g_s: np.ndarray, g_e: np.n
     inner_row = np.full(n, -1, dtype=np.int64)
     inner_pattern = np.full(n, NO_RANGE, dtype=object)
     if len(ranges):
-        r_s, r_e = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+        r_s, r_e = ranges["start"], ranges["end"]
         for lo, hi in _pair_chunks(r_s, r_e, g_s, g_e):
             r, g = _innermost_holders(r_s, r_e, g_s[lo:hi], g_e[lo:hi])
-            inner_row[lo + g] = ranges["row"].to_numpy()[r]
+            inner_row[lo + g] = ranges["row"][r]
             inner_pattern[lo + g] = label_at(ranges["pattern"], r)
     return states, inner_row, inner_pattern
 
@@ -414,10 +423,10 @@ def _innermost_holders(r_s, r_e, g_s, g_e) -> tuple[np.ndarray, np.ndarray]:
     return r_idx[best], g_idx[best]
 
 
-def _categorize(name_ids: pd.Series, category_of) -> np.ndarray:
+def _categorize(name_ids: np.ndarray, category_of) -> np.ndarray:
     """Each row's category (its index in ``STATES``), ``category_of`` called once per
     distinct name id."""
-    return per_distinct(name_ids.to_numpy(), lambda i: STATES.index(category_of(i)), np.int64)
+    return per_distinct(name_ids, lambda i: STATES.index(category_of(i)), np.int64)
 
 
 def _names_of(events: Events, shown):
@@ -437,13 +446,14 @@ class _OverlapIndex:
         def in_pids(tids):
             return np.isin(pid_of(tids), wanted) if wanted.size else np.ones(tids.size, bool)
 
-        mine = rows_overlapping(df, within, in_pids).sort_values("start", kind="stable")
+        mine = rows_overlapping(df, within, in_pids)
+        mine = mine.take(np.argsort(mine["start"], kind="stable"))
         self.events = events
         self.names = names
-        self.start = mine["start"].to_numpy()
-        self.end = mine["end"].to_numpy()
-        self.tid = mine["globalTid"].to_numpy()
-        self.key = mine[key].to_numpy()
+        self.start = mine["start"]
+        self.end = mine["end"]
+        self.tid = mine["globalTid"]
+        self.key = mine[key]
         self.longest = int((self.end - self.start).max()) if len(mine) else 0
 
     def overlaps(self, start: int, end: int) -> tuple[Overlap, ...]:
@@ -455,13 +465,12 @@ class _OverlapIndex:
             return ()
         ov = np.minimum(e[hit], end) - np.maximum(s[hit], start)
         names = self.names(self.key[lo:hi][hit])
-        table = pd.DataFrame({"name": names, "tid": self.tid[lo:hi][hit], "ov": ov})
-        grouped = table.groupby(["name", "tid"], sort=False)["ov"].sum()
+        by = Groups([names, self.tid[lo:hi][hit]], sort=False)
+        ns = by.sum(ov)
+        top = descending(ns)[:OVERLAPS_LISTED]
         return tuple(
-            Overlap(name=str(name), thread=self.events.thread_label(tid), overlap_ns=int(ns))
-            for (name, tid), ns in grouped.sort_values(ascending=False)
-            .head(OVERLAPS_LISTED)
-            .items()
+            Overlap(name=str(name), thread=self.events.thread_label(tid), overlap_ns=int(n))
+            for name, tid, n in zip(by.keys[0][top], by.keys[1][top].tolist(), ns[top].tolist())
         )
 
 

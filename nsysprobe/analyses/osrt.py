@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, grouped_in_blocks
+from nsysprobe.analyses.events import Events, grouped_in_blocks, per_distinct
+from nsysprobe.common.table import Groups, Table, descending
 
 ROWS_LISTED = 30
 
@@ -53,47 +54,47 @@ def analyze_osrt(events: Events, gaps: dict[int, iv.Intervals]) -> OsrtResult:
     os_calls = events.osrt
     gap_union = iv.union_of(list(gaps.values()))
     groups = _per_function_and_thread(os_calls, gap_union)
-    per_thread = groups.sort_values(["gap", "total"], ascending=False)
+    count, total, longest, gap = (groups[c] for c in ("count", "total", "max", "gap"))
+    # Most time in gaps first, then most time (a stable sort: ties in order of first call).
+    per_thread = np.lexsort((~total, ~gap))[:ROWS_LISTED].tolist()
     rows = tuple(
         OsrtRow(
-            function=events.name_of(name_id),
-            thread=events.thread_label(tid),
-            count=int(r["count"]),
-            total_ns=int(r["total"]),
-            max_ns=int(r["max"]),
-            in_gap_ns=int(r["gap"]),
+            function=events.name_of(groups["nameId"][i]),
+            thread=events.thread_label(groups["tid"][i]),
+            count=int(count[i]),
+            total_ns=int(total[i]),
+            max_ns=int(longest[i]),
+            in_gap_ns=int(gap[i]),
         )
-        for (name_id, tid), r in per_thread.head(ROWS_LISTED).iterrows()
+        for i in per_thread
     )
-    per_id = groups.groupby(level="nameId", sort=False).agg(
-        {"count": "sum", "total": "sum", "max": "max", "gap": "sum"}
-    )
-    per_fn = per_id.groupby(per_id.index.map(events.name_of), sort=False).agg(
-        {"count": "sum", "total": "sum", "max": "max", "gap": "sum"}
-    )
+    # Per function: string ids of one name (a name recorded twice) are one function.
+    per_fn = Groups([per_distinct(groups["nameId"], events.name_of)], sort=False)
+    fn_count, fn_total = per_fn.sum(count), per_fn.sum(total)
+    fn_max, fn_gap = per_fn.max(longest), per_fn.sum(gap)
     functions = tuple(
         OsrtFunction(
-            function=str(fn),
-            count=int(r["count"]),
-            total_ns=int(r["total"]),
-            max_ns=int(r["max"]),
-            in_gap_ns=int(r["gap"]),
+            function=str(per_fn.keys[0][i]),
+            count=int(fn_count[i]),
+            total_ns=int(fn_total[i]),
+            max_ns=int(fn_max[i]),
+            in_gap_ns=int(fn_gap[i]),
         )
-        for fn, r in per_fn.sort_values("total", ascending=False).iterrows()
+        for i in descending(fn_total).tolist()
     )
     return OsrtResult(rows=rows, functions=functions, call_count=len(os_calls))
 
 
-def _per_function_and_thread(os_calls: pd.DataFrame, gap_union: iv.Intervals) -> pd.DataFrame:
-    """count, total, max and gap (ns in gaps) per (nameId, tid), groups in order of first
-    call: summed a block of calls at a time, then over the blocks (ten million calls, a few
-    hundred groups)."""
-    cols = [os_calls[c].to_numpy() for c in ("start", "end", "nameId", "globalTid")]
+def _per_function_and_thread(os_calls: Table, gap_union: iv.Intervals) -> Table:
+    """nameId, tid, then count, total, max and gap (ns in gaps) per (nameId, tid), groups in
+    order of first call: summed a block of calls at a time, then over the blocks (ten million
+    calls, a few hundred groups)."""
+    cols = [os_calls[c] for c in ("start", "end", "nameId", "globalTid")]
 
-    def block(lo: int, hi: int) -> pd.DataFrame:
+    def block(lo: int, hi: int) -> dict[str, np.ndarray]:
         s, e, name, tid = (a[lo:hi] for a in cols)
         in_gap = iv.covered(s, e, gap_union)
-        return pd.DataFrame({"nameId": name, "tid": tid, "dur": e - s, "gap": in_gap})
+        return {"nameId": name, "tid": tid, "dur": e - s, "gap": in_gap}
 
     how = {
         "count": ("dur", "size"),

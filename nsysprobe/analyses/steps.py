@@ -26,10 +26,10 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, grouped_in_blocks, range_pattern, top_level
+from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -87,8 +87,10 @@ class StepRanges:
 
     pattern: str
     thread: int  # globalTid
-    ranges: pd.DataFrame  # start, end, name, pattern, ... sorted by start
-    all_ranges: pd.DataFrame  # every NVTX range of the events (``Events.nvtx``), all processes'
+    # start, end, globalTid, pattern (``Labels``), row, ... and name (an object array of str),
+    # sorted by start
+    ranges: Table
+    all_ranges: Table  # every NVTX range of the events (``Events.nvtx``), all processes'
 
 
 def find_steps(
@@ -99,7 +101,7 @@ def find_steps(
     ranges, top = events.nvtx, events.nvtx_top_level
     # The process's rows as a mask, not a copy of its ranges (millions of operator ranges).
     # Top-level on its thread is top-level in its process: the whole report's mask holds.
-    mine = None if pid is None else pid_of(ranges["globalTid"].to_numpy()) == pid
+    mine = None if pid is None else pid_of(ranges["globalTid"]) == pid
     if not (len(ranges) if mine is None else mine.any()):
         if step_range:
             raise InputError(
@@ -107,7 +109,7 @@ def find_steps(
                 f"--trace=nvtx and annotate each step"
             )
         return None
-    tops = ranges[top if mine is None else top & mine]
+    tops = ranges.take(top if mine is None else top & mine)
     chosen = _choose_pattern(tops, step_range)
     if not step_range and (chosen is None or not _is_step_word(chosen)):
         # Steps inside an enclosing range (an ``epoch`` range around them): look below the
@@ -116,15 +118,17 @@ def find_steps(
         below = ~top if mine is None else ~top & mine
         inner = _choose_pattern(ranges, None, rows=below)
         if inner is not None and _is_step_word(inner):
-            own = ranges[below & (ranges["pattern"] == inner).to_numpy()]
-            tops = own[top_level(own, "globalTid")]
+            own = ranges.take(below & (ranges["pattern"] == inner))
+            tops = own.take(top_level(own, "globalTid"))
             chosen = inner
     if chosen is None:
         return None
-    steps = tops[tops["pattern"] == chosen]
-    thread = int(steps["globalTid"].value_counts().index[0])
-    steps = steps[steps["globalTid"] == thread].sort_values("start").reset_index(drop=True)
-    steps["name"] = events.nvtx_names(steps["row"])
+    steps = tops.take(tops["pattern"] == chosen)
+    thread = int(by_count(steps["globalTid"])[0])
+    steps = steps.take(steps["globalTid"] == thread)
+    # (as pandas' ``sort_values``: a quicksort; a thread's top-level ranges never start together)
+    steps = steps.take(np.argsort(steps["start"], kind="quicksort"))
+    steps["name"] = np.array(events.nvtx_names(steps["row"]), dtype=object).reshape(-1)
     return StepRanges(pattern=chosen, thread=thread, ranges=steps, all_ranges=ranges)
 
 
@@ -138,15 +142,15 @@ def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
     """The per-step breakdown of the steps ``find_steps`` found in ``events``."""
     chosen, thread, steps, ranges = found.pattern, found.thread, found.ranges, found.all_ranges
 
-    s, e = steps["start"].to_numpy(), steps["end"].to_numpy()
+    s, e = steps["start"], steps["end"]
     busy_ns = iv.covered(s, e, events.busy_all)
     wall = e - s
 
-    children = _children(ranges[ranges["globalTid"] == thread], steps)
+    children = _children(ranges.take(ranges["globalTid"] == thread), steps)
     rows = tuple(
         StepRow(
             index=i,
-            name=str(steps["name"].iat[i]),
+            name=str(steps["name"][i]),
             start_ns=int(s[i]),
             wall_ns=int(wall[i]),
             gpu_busy_ns=int(busy_ns[i]),
@@ -158,20 +162,22 @@ def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
         for i in range(min(len(steps), ROWS_LISTED))
     )
     median = int(np.median(wall))
-    per_child = pd.DataFrame(
-        [(i, n, ns) for i, d in children.items() for n, ns in d.items()],
-        columns=["step", "name", "ns"],
-    )
     summaries = []
-    if len(per_child):
-        table = per_child.pivot_table(index="step", columns="name", values="ns", aggfunc="sum")
-        table = table.reindex(range(len(steps))).fillna(0)
-        for name in table.sum().sort_values(ascending=False).index:
+    names = sorted({n for d in children.values() for n in d})
+    if names:
+        # step x child -> its CPU ns, 0 where the step has none of that child
+        table = np.zeros((len(steps), len(names)), dtype=np.int64)
+        column = {n: k for k, n in enumerate(names)}
+        for i, d in children.items():
+            for n, ns in d.items():
+                table[i, column[n]] = ns
+        totals = table.sum(axis=0)
+        for k in descending(totals).tolist():
             summaries.append(
                 ChildSummary(
-                    name=str(name),
-                    median_ns=int(np.median(table[name])),
-                    share_ratio=float(table[name].sum() / wall.sum()) if wall.sum() else 0.0,
+                    name=names[k],
+                    median_ns=int(np.median(table[:, k])),
+                    share_ratio=float(totals[k] / wall.sum()) if wall.sum() else 0.0,
                 )
             )
     return StepsResult(
@@ -191,54 +197,56 @@ def _is_step_word(pattern: str) -> bool:
     return bool(re.search(_STEP_WORD, pattern))
 
 
-def _choose_pattern(tops: pd.DataFrame, step_range: str | None, rows=None) -> str | None:
+def _choose_pattern(tops: Table, step_range: str | None, rows=None) -> str | None:
     """The steps' pattern among the ranges ``tops`` (those of them in the mask ``rows``)."""
     if step_range:
         # A range named ``step_range`` (or its pattern) has one of these patterns.
         wanted = {step_range, range_pattern(step_range)}
-        hits = tops[tops["pattern"].isin(wanted)]
-        if not len(hits):
-            known = ", ".join(sorted(tops["pattern"].unique())[:8])
+        patterns = tops["pattern"]
+        hits = patterns.codes[patterns.isin(wanted)]
+        if not hits.size:
+            present = patterns.categories[np.unique(patterns.codes)].tolist()
+            known = ", ".join(sorted(present)[:8])
             raise InputError(
                 f"--step-range {step_range!r}: no top-level NVTX range has that name; "
                 f"top-level ranges here: {known or 'none'}"
             )
-        return str(hits["pattern"].astype(object).value_counts().index[0])
+        return str(patterns.categories[by_count(hits)[0]])
     table = _per_pattern_and_thread(tops, rows)
-    table["coverage"] = table["total"] / (table["last"] - table["first"]).clip(lower=1)
-    table = table[(table["count"] >= 2) & (table["coverage"] >= MIN_STEP_COVERAGE)]
+    coverage = table["total"] / np.maximum(table["last"] - table["first"], 1)
+    table = table.take((table["count"] >= 2) & (coverage >= MIN_STEP_COVERAGE))
     if not len(table):
         return None
-    table["step_word"] = table["pattern"].str.contains(_STEP_WORD, regex=True)
-    table["training"] = ~table["pattern"].str.contains(_EVAL_WORD, regex=True)
-    table["numbered"] = table["pattern"].str.contains("#", regex=False)
-    table = table.sort_values(["step_word", "training", "numbered", "total"], ascending=False)
-    return str(table["pattern"].iat[0])
+    patterns = table["pattern"].tolist()
+    step_word = np.array([bool(re.search(_STEP_WORD, p)) for p in patterns])
+    training = np.array([not re.search(_EVAL_WORD, p) for p in patterns])
+    numbered = np.array(["#" in p for p in patterns])
+    # The first of the table's order (pattern, thread) among the best: a stable sort.
+    best = np.lexsort((-table["total"], ~numbered, ~training, ~step_word))[0]
+    return str(patterns[best])
 
 
-def _per_pattern_and_thread(ranges: pd.DataFrame, rows=None) -> pd.DataFrame:
-    """count, total (ns), first (start) and last (end) of the ranges (those in the mask
-    ``rows``) per (pattern, globalTid), sorted by both, operator ranges (``_OP_RANGE``) left
-    out: summed a block of rows at a time, then over the blocks (millions of ``aten::``
-    ranges, a few hundred groups)."""
+def _per_pattern_and_thread(ranges: Table, rows=None) -> Table:
+    """pattern, globalTid, count, total (ns), first (start) and last (end) of the ranges
+    (those in the mask ``rows``) per (pattern, globalTid), sorted by both, operator ranges
+    (``_OP_RANGE``) left out: summed a block of rows at a time, then over the blocks (millions
+    of ``aten::`` ranges, a few hundred groups)."""
     # ``_OP_RANGE`` has no digits: a pattern matches it when its names do.
-    cats = ranges["pattern"].cat.categories
+    cats = ranges["pattern"].categories
     op = np.array([bool(re.search(_OP_RANGE, str(c))) for c in cats] + [True], dtype=bool)
-    codes = ranges["pattern"].cat.codes.to_numpy()
-    tids, start, end = (ranges[c].to_numpy() for c in ("globalTid", "start", "end"))
+    codes = ranges["pattern"].codes
+    tids, start, end = (ranges[c] for c in ("globalTid", "start", "end"))
 
-    def block(lo: int, hi: int) -> pd.DataFrame:
+    def block(lo: int, hi: int) -> dict[str, np.ndarray]:
         keep = ~op[codes[lo:hi]] if rows is None else ~op[codes[lo:hi]] & rows[lo:hi]
         s, e = start[lo:hi][keep], end[lo:hi][keep]
-        return pd.DataFrame(
-            {
-                "code": codes[lo:hi][keep],
-                "globalTid": tids[lo:hi][keep],
-                "dur": e - s,
-                "start": s,
-                "end": e,
-            }
-        )
+        return {
+            "code": codes[lo:hi][keep],
+            "globalTid": tids[lo:hi][keep],
+            "dur": e - s,
+            "start": s,
+            "end": e,
+        }
 
     how = {
         "count": ("dur", "size"),
@@ -247,31 +255,31 @@ def _per_pattern_and_thread(ranges: pd.DataFrame, rows=None) -> pd.DataFrame:
         "last": ("end", "max"),
     }
     table = grouped_in_blocks(len(ranges), block, ["code", "globalTid"], how, sort=True)
-    table = table.reset_index()
-    table.insert(0, "pattern", np.asarray(cats, dtype=object)[table.pop("code").to_numpy()])
-    return table
+    pattern = np.asarray(cats, dtype=object)[table.pop("code")]
+    return Table({"pattern": pattern, **{c: table[c] for c in table.columns}})
 
 
-def _children(ranges: pd.DataFrame, steps: pd.DataFrame) -> dict[int, dict[str, int]]:
+def _children(ranges: Table, steps: Table) -> dict[int, dict[str, int]]:
     """step index -> {child name: CPU ns}, direct children on the step's thread only."""
-    s, e = steps["start"].to_numpy(), steps["end"].to_numpy()
-    idx = np.searchsorted(s, ranges["start"].to_numpy(), side="right") - 1
+    s, e = steps["start"], steps["end"]
+    idx = np.searchsorted(s, ranges["start"], side="right") - 1
     valid = idx >= 0
     inside = valid.copy()
-    inside[valid] = ranges["end"].to_numpy()[valid] <= e[idx[valid]]
-    inner = ranges[inside].assign(step=idx[inside])
+    inside[valid] = ranges["end"][valid] <= e[idx[valid]]
+    inner = ranges.take(inside)
+    inner["step"] = idx[inside]
     # The step ranges themselves are inside their own window: leave them out.
-    is_step = (inner["start"].to_numpy() == s[inner["step"]]) & (
-        inner["end"].to_numpy() == e[inner["step"]]
-    )
-    inner = inner[~is_step]
+    step = inner["step"]
+    inner = inner.take(~((inner["start"] == s[step]) & (inner["end"] == e[step])))
     if not len(inner):
         return {}
-    direct = inner[top_level(inner, "step")]
-    grouped = direct.assign(dur=direct["end"] - direct["start"]).groupby(
-        ["step", "pattern"], observed=True
-    )
+    direct = inner.take(top_level(inner, "step"))
+    # The categories are sorted: groups in (step, code) order are in (step, name) order.
+    pattern = direct["pattern"]
+    groups = Groups([direct["step"], pattern.codes], sort=True)
+    ns = groups.sum(direct["end"] - direct["start"])
+    names = pattern.categories[groups.keys[1]]
     out: dict[int, dict[str, int]] = {}
-    for (step, name), ns in grouped["dur"].sum().items():
-        out.setdefault(int(step), {})[str(name)] = int(ns)
+    for step, name, total in zip(groups.keys[0].tolist(), names.tolist(), ns.tolist()):
+        out.setdefault(int(step), {})[str(name)] = int(total)
     return out

@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from nsysprobe.analyses.events import Events, api_name
 from nsysprobe.analyses.gaps import GapsResult, api_category, osrt_category
 from nsysprobe.analyses.steps import StepsResult
+from nsysprobe.common.table import Groups, Table, by_count
 from nsysprobe.common.units import size
 
 STEPS_SHOWN = 3
@@ -173,27 +173,32 @@ def _window(events: Events, steps, gaps, shown: int):
     return int(w0 - pad), int(w1 + pad), why, marks
 
 
-def _in(df: pd.DataFrame, w0: int, w1: int) -> pd.DataFrame:
-    return df[(df["end"].to_numpy() > w0) & (df["start"].to_numpy() < w1)]
+def _in(df: Table, w0: int, w1: int) -> Table:
+    return df.take((df["end"] > w0) & (df["start"] < w1))
 
 
 def _thread_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -> list[Lane]:
     nvtx, runtime, osrt = (_in(f, w0, w1) for f in (events.nvtx, events.runtime, events.osrt))
-    counts = pd.concat([nvtx["globalTid"], runtime["globalTid"], osrt["globalTid"]]).value_counts()
-    launchers = [t for t in events.launch_threads.values() if t in counts.index]
-    order = launchers + [int(t) for t in counts.index if int(t) not in launchers]
+    # Threads by their events in the window, most first, ties in order of first appearance.
+    tids = np.concatenate([nvtx["globalTid"], runtime["globalTid"], osrt["globalTid"]])
+    busiest = by_count(tids).tolist()
+    seen = set(busiest)
+    launchers = [t for t in events.launch_threads.values() if t in seen]
+    order = launchers + [int(t) for t in busiest if int(t) not in launchers]
     if len(order) > MAX_THREADS:
         omitted.append(f"{len(order) - MAX_THREADS} threads with fewer events")
     lanes: list[Lane] = []
     for tid in order[:MAX_THREADS]:
         group = events.thread_label(tid)
-        lanes += _nvtx_lanes(events, nvtx[nvtx["globalTid"] == tid], group, w0, w1, tol, omitted)
-        api = runtime[runtime["globalTid"] == tid]
+        lanes += _nvtx_lanes(
+            events, nvtx.take(nvtx["globalTid"] == tid), group, w0, w1, tol, omitted
+        )
+        api = runtime.take(runtime["globalTid"] == tid)
         if len(api):
             names = [api_name(events.name_of(i)) for i in api["nameId"]]
             kinds = [api_category(n) for n in names]
             lanes.append(_lane(group, "CUDA API", api, names, kinds, None, w0, w1, tol))
-        calls = osrt[osrt["globalTid"] == tid]
+        calls = osrt.take(osrt["globalTid"] == tid)
         if len(calls):
             names = [events.name_of(i) for i in calls["nameId"]]
             kinds = [osrt_category(n) for n in names]
@@ -204,8 +209,8 @@ def _thread_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]
 def _nvtx_lanes(events, df, group, w0, w1, tol, omitted) -> list[Lane]:
     if not len(df):
         return []
-    df = df.sort_values(["start", "end"], ascending=[True, False])
-    depth = _depths(df["start"].to_numpy(), df["end"].to_numpy())
+    df = df.take(np.lexsort((~df["end"], df["start"])))  # by start, longest first (stable)
+    depth = _depths(df["start"], df["end"])
     if (depth >= MAX_NVTX_DEPTH).any():
         omitted.append(
             f"{int((depth >= MAX_NVTX_DEPTH).sum())} NVTX ranges nested deeper than "
@@ -213,7 +218,7 @@ def _nvtx_lanes(events, df, group, w0, w1, tol, omitted) -> list[Lane]:
         )
     lanes = []
     for level in range(min(int(depth.max()) + 1, MAX_NVTX_DEPTH)):
-        part = df[depth == level]
+        part = df.take(depth == level)
         title = "NVTX" if level == 0 else f"NVTX {level + 1}"
         shown = events.nvtx_details(part["row"])
         names = [name for name, _ in shown]
@@ -239,60 +244,29 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
     parts = []
     k = _in(events.kernels, w0, w1)
     if len(k):
-        parts.append(
-            pd.DataFrame(
-                {
-                    "start": k["start"],
-                    "end": k["end"],
-                    "deviceId": k["deviceId"],
-                    "streamId": k["streamId"],
-                    "name": [events.name_of(i) for i in k["nameId"]],
-                    "kind": "kernel",
-                }
-            )
-        )
+        parts.append((k, [events.name_of(i) for i in k["nameId"].tolist()], ["kernel"] * len(k)))
     c = _in(events.memcpy, w0, w1)
     if len(c):
         copy_labels = events.lookups.copy_kind_labels
         kind_names = [copy_labels.get(int(x), f"kind {int(x)}") for x in c["copyKind"]]
         src = [labels.get(int(x), "Unknown") for x in c["srcKind"]]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "start": c["start"],
-                    "end": c["end"],
-                    "deviceId": c["deviceId"],
-                    "streamId": c["streamId"],
-                    "name": [
-                        f"{kn} {size(b)} ({s})" for kn, b, s in zip(kind_names, c["bytes"], src)
-                    ],
-                    "kind": [_copy_kind(kn, s) for kn, s in zip(kind_names, src)],
-                }
-            )
-        )
+        names = [f"{kn} {size(b)} ({s})" for kn, b, s in zip(kind_names, c["bytes"].tolist(), src)]
+        parts.append((c, names, [_copy_kind(kn, s) for kn, s in zip(kind_names, src)]))
     m = _in(events.memset, w0, w1)
     if len(m):
-        parts.append(
-            pd.DataFrame(
-                {
-                    "start": m["start"],
-                    "end": m["end"],
-                    "deviceId": m["deviceId"],
-                    "streamId": m["streamId"],
-                    "name": [f"memset {size(b)}" for b in m["bytes"]],
-                    "kind": "memset",
-                }
-            )
-        )
+        parts.append((m, [f"memset {size(b)}" for b in m["bytes"].tolist()], ["memset"] * len(m)))
     if not parts:
         return []
-    ops = pd.concat(parts, ignore_index=True)
-    keys = ops.groupby(["deviceId", "streamId"]).size().reset_index()
-    if len(keys) > MAX_STREAMS:
-        omitted.append(f"{len(keys) - MAX_STREAMS} streams")
+    columns = ("start", "end", "deviceId", "streamId")
+    ops = Table({col: np.concatenate([p[col] for p, _, _ in parts]) for col in columns})
+    ops["name"] = np.array([n for _, names, _ in parts for n in names], dtype=object)
+    ops["kind"] = np.array([k for _, _, kinds in parts for k in kinds], dtype=object)
+    keys = Groups([ops["deviceId"], ops["streamId"]], sort=True).keys
+    if keys[0].size > MAX_STREAMS:
+        omitted.append(f"{keys[0].size - MAX_STREAMS} streams")
     lanes = []
-    for dev, stream in keys[["deviceId", "streamId"]].head(MAX_STREAMS).itertuples(index=False):
-        part = ops[(ops["deviceId"] == dev) & (ops["streamId"] == stream)]
+    for dev, stream in list(zip(keys[0].tolist(), keys[1].tolist()))[:MAX_STREAMS]:
+        part = ops.take((ops["deviceId"] == dev) & (ops["streamId"] == stream))
         lanes.append(
             _lane(
                 f"GPU {int(dev)}",
@@ -319,8 +293,8 @@ def _copy_kind(kind: str, src: str) -> str:
 
 def _lane(group, title, df, names, kinds, colors, w0, w1, tol) -> Lane:
     """One row: the events sorted, clipped to the window, close ones of one kind merged."""
-    s = np.maximum(df["start"].to_numpy(np.int64), w0)
-    e = np.minimum(df["end"].to_numpy(np.int64), w1)
+    s = np.maximum(df["start"].astype(np.int64), w0)
+    e = np.minimum(df["end"].astype(np.int64), w1)
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
     names = [names[i] for i in order]
@@ -354,8 +328,8 @@ def _merge(s, e, names, kinds, colors, tol, *, by_kind: bool, counts=None) -> li
     close[1:] = s[1:] <= run_end[:-1] + tol
     if by_kind:
         small = (e - s) < tol
-        kind_codes = pd.factorize(pd.Series(kinds))[0]
-        close[1:] &= small[1:] & small[:-1] & (kind_codes[1:] == kind_codes[:-1])
+        kind = np.array(kinds, dtype=object)
+        close[1:] &= small[1:] & small[:-1] & (kind[1:] == kind[:-1]).astype(bool)
     first = np.flatnonzero(~close)
     last = np.append(first[1:], n)
     ends = np.maximum.reduceat(e, first)

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
 
 from nsysprobe.analyses.events import Events, api_name, per_distinct
+from nsysprobe.common.table import Groups, descending
 from nsysprobe.trace.reader import pid_of
 
 
@@ -69,89 +70,90 @@ def analyze_transfers(events: Events) -> TransfersResult:
     mc = events.memcpy
     mem_labels = events.lookups.mem_kind_labels
     copy_labels = events.lookups.copy_kind_labels
-    kind = per_distinct(mc["copyKind"].to_numpy(), lambda k: copy_labels.get(k, f"kind {k}"))
-    src = per_distinct(mc["srcKind"].to_numpy(), lambda k: mem_labels.get(k, "Unknown"))
-    dst = per_distinct(mc["dstKind"].to_numpy(), lambda k: mem_labels.get(k, "Unknown"))
-    table = pd.DataFrame(
-        {
-            "copy_kind": kind,
-            "src_kind": src,
-            "dst_kind": dst,
-            # Summed as floats: exact to 2^53 (9 PB), and no overflow whatever the rows hold.
-            "bytes": mc["bytes"].clip(lower=0).astype("float64"),
-            "dur": mc["end"] - mc["start"],
-            "api": _issuing_api(events),
-        }
-    )
-    rows = []
-    if len(table):
-        grouped = table.groupby(["copy_kind", "src_kind", "dst_kind"], sort=False)
-        agg = grouped.agg(count=("dur", "size"), bytes=("bytes", "sum"), dur=("dur", "sum"))
-        agg = agg.sort_values("dur", ascending=False)
-        rows = [
-            TransferRow(
-                copy_kind=k,
-                src_kind=s,
-                dst_kind=d,
-                count=int(r["count"]),
-                bytes=int(r["bytes"]),
-                duration_ns=int(r["dur"]),
-                gbps=_gbps(r["bytes"], r["dur"]),
-            )
-            for (k, s, d), r in agg.iterrows()
-        ]
-    sync_api = {a: _is_sync_api(a) for a in table["api"].dropna().unique()}
-    synchronous = table["api"].map(sync_api).eq(True).to_numpy() | (
-        (table["src_kind"] == "Pageable") & (table["copy_kind"] == "HtoD")
-    )
-    matched = table[table["api"].notna()]
-    by_api = []
-    if len(matched):
-        agg = matched.groupby(["api", "copy_kind", "src_kind"], sort=False).agg(
-            count=("dur", "size"), bytes=("bytes", "sum"), dur=("dur", "sum")
+    kind = per_distinct(mc["copyKind"], lambda k: copy_labels.get(k, f"kind {k}"))
+    src = per_distinct(mc["srcKind"], lambda k: mem_labels.get(k, "Unknown"))
+    dst = per_distinct(mc["dstKind"], lambda k: mem_labels.get(k, "Unknown"))
+    # Summed as floats: exact to 2^53 (9 PB), and no overflow whatever the rows hold.
+    nbytes = np.clip(mc["bytes"], 0, None).astype(np.float64)
+    dur = mc["end"] - mc["start"]
+    api, matched = _issuing_api(events)
+    rows = [
+        TransferRow(
+            copy_kind=k,
+            src_kind=s,
+            dst_kind=d,
+            count=n,
+            bytes=int(b),
+            duration_ns=int(t),
+            gbps=_gbps(b, t),
         )
-        by_api = [
-            ApiRow(
-                api=a,
-                copy_kind=k,
-                src_kind=s,
-                count=int(r["count"]),
-                bytes=int(r["bytes"]),
-                duration_ns=int(r["dur"]),
-                synchronous=_is_sync_api(a) or (s == "Pageable" and k == "HtoD"),
-            )
-            for (a, k, s), r in agg.sort_values("dur", ascending=False).iterrows()
-        ]
-    pageable = table[(table["copy_kind"] == "HtoD") & (table["src_kind"] == "Pageable")]
-    pinned = table[(table["copy_kind"] == "HtoD") & (table["src_kind"] == "Pinned")]
+        for k, s, d, n, b, t in _largest_first([kind, src, dst], nbytes, dur)
+    ]
+    pageable_htod = (src == "Pageable") & (kind == "HtoD")
+    synchronous = pageable_htod.copy()
+    synchronous[matched] |= per_distinct(api[matched], _is_sync_api, bool)
+    by_api = [
+        ApiRow(
+            api=a,
+            copy_kind=k,
+            src_kind=s,
+            count=n,
+            bytes=int(b),
+            duration_ns=int(t),
+            synchronous=_is_sync_api(a) or (s == "Pageable" and k == "HtoD"),
+        )
+        for a, k, s, n, b, t in _largest_first(
+            [api[matched], kind[matched], src[matched]], nbytes[matched], dur[matched]
+        )
+    ]
+    pinned = (kind == "HtoD") & (src == "Pinned")
     memcpy_busy = sum(events.device_time(d, "memcpy") for d in events.device_ids)
     kernel_busy = sum(events.device_time(d, "kernel") for d in events.device_ids)
     return TransfersResult(
         rows=tuple(rows),
         by_api=tuple(by_api),
-        memcpy_count=len(table),
-        memcpy_bytes=int(table["bytes"].sum()),
+        memcpy_count=len(mc),
+        memcpy_bytes=int(nbytes.sum()),
         memcpy_busy_ns=memcpy_busy,
         kernel_busy_ns=kernel_busy,
         memcpy_kernel_ratio=memcpy_busy / kernel_busy if kernel_busy else 0.0,
-        pageable_htod_count=len(pageable),
-        pageable_htod_bytes=int(pageable["bytes"].sum()),
-        pageable_htod_ns=int(pageable["dur"].sum()),
-        pinned_htod_gbps=_gbps(pinned["bytes"].sum(), pinned["dur"].sum()) if len(pinned) else None,
+        pageable_htod_count=int(pageable_htod.sum()),
+        pageable_htod_bytes=int(nbytes[pageable_htod].sum()),
+        pageable_htod_ns=int(dur[pageable_htod].sum()),
+        pinned_htod_gbps=(_gbps(nbytes[pinned].sum(), dur[pinned].sum()) if pinned.any() else None),
         sync_copy_count=int(synchronous.sum()),
-        sync_copy_ns=int(table.loc[synchronous, "dur"].sum()),
-        unmatched_count=int(table["api"].isna().sum()),
+        sync_copy_ns=int(dur[synchronous].sum()),
+        unmatched_count=int((~matched).sum()),
     )
 
 
-def _issuing_api(events: Events) -> pd.Series:
-    """Name of the API call that issued each copy, joined on (process, correlation id)."""
+def _largest_first(keys: list[np.ndarray], nbytes: np.ndarray, dur: np.ndarray):
+    """(*key, count, bytes, ns) of each distinct ``keys`` combination, the longest first
+    (ties in order of first appearance)."""
+    if not dur.size:
+        return []
+    by = Groups(keys, sort=False)
+    count, total_bytes, ns = by.count(), by.sum(nbytes), by.sum(dur)
+    order = descending(ns)
+    return zip(
+        *(k[order].tolist() for k in by.keys),
+        count[order].tolist(),
+        total_bytes[order].tolist(),
+        ns[order].tolist(),
+    )
+
+
+def _issuing_api(events: Events) -> tuple[np.ndarray, np.ndarray]:
+    """The name of the API call that issued each copy, joined on (process, correlation id),
+    None where none was found; and the mask of the copies whose call was found."""
     mc = events.memcpy
+    names = np.full(len(mc), None, dtype=object)
     if not len(mc) or not len(events.runtime):
-        return pd.Series([None] * len(mc), dtype=object)
-    calls = events.issuing_calls(pid_of(mc["globalPid"]), mc["correlationId"].to_numpy())
-    names = {i: api_name(events.name_of(i)) for i in calls["nameId"].dropna().unique()}
-    return calls["nameId"].map(names).astype(object).where(calls["nameId"].notna(), None)
+        return names, np.zeros(len(mc), dtype=bool)
+    ids = events.issuing_calls(pid_of(mc["globalPid"]), mc["correlationId"])["nameId"]
+    found = ~np.isnan(ids) if ids.dtype.kind == "f" else np.ones(ids.size, dtype=bool)
+    names[found] = per_distinct(ids[found].astype(np.int64), lambda i: api_name(events.name_of(i)))
+    return names, found
 
 
 def _is_sync_api(api: object) -> bool:

@@ -1,11 +1,14 @@
 """Package attributes imported on first use, so that ``import nsysprobe.cli`` or
-``import nsysprobe.numa.topology`` does not import every module a package re-exports."""
+``import nsysprobe.numa.topology`` does not import every module a package re-exports; and
+imports made without a library's optional extras (``without``)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def lazy_exports(package: str, where: dict[str, str]) -> None:
@@ -31,3 +34,17 @@ def lazy_exports(package: str, where: dict[str, str]) -> None:
             super().__setattr__(name, value)
 
     sys.modules[package].__class__ = LazyPackage
+
+
+@contextmanager
+def without(module: str) -> Iterator[None]:
+    """Imports made inside see ``module`` as not installed (an optional import of it fails),
+    unless it is loaded already."""
+    if module in sys.modules:
+        yield
+        return
+    sys.modules[module] = None  # ``import module`` raises ImportError
+    try:
+        yield
+    finally:
+        del sys.modules[module]

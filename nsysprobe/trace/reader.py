@@ -2,7 +2,7 @@
 
 This is the only module that opens SQLite. It hides what changed between nsys versions:
 
-- tables are absent when empty (exports are "lazy"), so every reader returns an empty frame
+- tables are absent when empty (exports are "lazy"), so every reader returns an empty table
   with the documented columns rather than failing;
 - columns are selected by name (they were inserted mid-table across versions) and optional
   ones are filled with NULL when a version lacks them;
@@ -48,11 +48,11 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from nsysprobe.common.files import open_regular, read_head
 from nsysprobe.common.safetext import NAME_CHARS
 from nsysprobe.common.safetext import name as _name
+from nsysprobe.common.table import Labels, Table, concat, first_seen
 from nsysprobe.errors import InputError, TraceError
 from nsysprobe.trace.blocks import NULL_TIME, BlockQuery, Gathered, NulInText
 from nsysprobe.trace.schema import (
@@ -103,14 +103,14 @@ def range_pattern(name: str) -> str:
     return _DIGITS.sub("#", name)
 
 
-def pid_of(global_id: pd.Series | np.ndarray) -> np.ndarray:
+def pid_of(global_id: np.ndarray) -> np.ndarray:
     """The process id packed in a ``globalTid``/``globalPid`` (bits 24-47)."""
     out = np.right_shift(np.asarray(global_id, dtype=np.int64), 24)
     out &= 0xFFFFFF  # in place: one array, not two, over tables of millions of rows
     return out
 
 
-def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
+def tid_of(global_tid: np.ndarray) -> np.ndarray:
     """The thread id packed in a ``globalTid`` (bits 0-23)."""
     return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
 
@@ -263,21 +263,22 @@ class Trace:
         wanted: Iterable[str],
         where: str = "",
         aliases: dict[str, Iterable[str]] | None = None,
-    ) -> pd.DataFrame:
-        """Select ``wanted`` columns by name; those a version lacks come back as NULL.
+    ) -> dict[str, list]:
+        """Select ``wanted`` columns by name, as column -> its values (lists); those a version
+        lacks come back as NULL (None).
 
         ``aliases`` maps an output column to the names it has had across versions.
         """
         wanted = list(wanted)
         if table not in self.tables:
-            return pd.DataFrame({c: pd.Series(dtype="object") for c in wanted})
+            return {c: [] for c in wanted}
         exprs = [
             f'"{src}" AS "{col}"' if src else f'NULL AS "{col}"'
             for col, src in zip(wanted, self._resolve(table, wanted, aliases))
         ]
         sql = f'SELECT {", ".join(exprs)} FROM "{table}" {where}'
         rows = self._fetch(table, sql)
-        return pd.DataFrame.from_records(rows, columns=wanted)
+        return {c: [r[k] for r in rows] for k, c in enumerate(wanted)}
 
     def _intervals(
         self,
@@ -292,20 +293,19 @@ class Trace:
         (the ids of ``_IDS`` as int32 when every value fits).
 
         Rows whose start or end is NULL, not an integer or out of range, or whose interval is
-        reversed, are left out and counted in ``attrs['dropped']``; a NULL or a value that is
+        reversed, are left out and counted in the table's ``dropped``; a NULL or a value that is
         not an integer in another column reads as -1, a column this version lacks as -1 too.
 
         ``raw`` gives some of ``wanted`` as SQL expressions of integers (``rowid``). With
         ``named_by`` (the columns ``text`` and ``textId``, or None where it has none), the
-        result is ``(frame, (codes, names))``: the frame's ``textId`` is -2 where the row's
+        result is ``(table, (codes, names))``: the table's ``textId`` is -2 where the row's
         name is in ``text``; ``names`` are the distinct texts, digits masked (see
         ``blocks.masked``), and ``codes`` each row's index into them.
         """
         cols = ["start", "end", *wanted]
         raw = raw or {}
         if table not in self.tables:
-            df = _empty(cols)
-            df.attrs["dropped"] = 0
+            df = Table.empty(cols)
             return (df, (np.empty(0, np.int64), [])) if named_by else df
         named = [c for c in cols if c not in raw]
         found = dict(zip(named, self._resolve(table, named, aliases)))
@@ -329,9 +329,7 @@ class Trace:
         rows = len(arrays[0])
         data = {c: got[c] if c in got else np.full(rows, -1, dtype=np.int64) for c in cols}
         data = {c: _narrow(v) if c in _IDS else v for c, v in data.items()}
-        # One block per column: no consolidating copy of a table that may hold 1e7 rows.
-        df = pd.DataFrame(data, copy=False)
-        df.attrs["dropped"] = int(total - rows)
+        df = Table(data, dropped=int(total - rows))
         return (df, (arrays[-1], gathered.names)) if named_by else df
 
     def _block_query(
@@ -517,10 +515,15 @@ class Trace:
         rows = self._fetch("StringIds", "SELECT id, value FROM StringIds")
         return {int(i): as_text(v) for i, v in rows if isinstance(i, int)}
 
-    def names(self, ids: pd.Series) -> pd.Series:
-        """Map string ids to text; unknown ids give ``"<unknown>"``."""
+    def names(self, ids: Iterable) -> list[str]:
+        """Map string ids (values of a ``textId`` column, as ``_number`` reads them) to text;
+        unknown ids and values that are no number give ``"<unknown>"``."""
         strings = self.strings
-        return ids.map(lambda i: strings.get(int(i), "<unknown>") if pd.notna(i) else "<unknown>")
+        out = []
+        for i in ids:
+            n = _number(i)
+            out.append("<unknown>" if n is None else strings.get(int(n), "<unknown>"))
+        return out
 
     @cached_property
     def export_meta(self) -> dict[str, str]:
@@ -570,7 +573,7 @@ class Trace:
         if "TARGET_INFO_SESSION_START_TIME" not in self.tables:
             return None
         df = self._select("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"], where="LIMIT 1")
-        return as_int(df["utcEpochNs"].iloc[0]) if len(df) else None
+        return as_int(df["utcEpochNs"][0]) if df["utcEpochNs"] else None
 
     def gpus(self) -> list[GpuInfo]:
         """GPUs the report describes: ``TARGET_INFO_GPU`` (2021.3+), ``TARGET_INFO_CUDA_GPU``
@@ -589,11 +592,13 @@ class Trace:
             )
             return [
                 GpuInfo(
-                    device_id=i if as_int(r.device_id) is None else as_int(r.device_id),
-                    name=as_text(r.name) if pd.notna(r.name) else "unknown GPU",
-                    bus_id=as_text(r.bus_id) if pd.notna(r.bus_id) else "",
+                    device_id=i if as_int(device) is None else as_int(device),
+                    name=as_text(name) if _present(name) else "unknown GPU",
+                    bus_id=as_text(bus) if _present(bus) else "",
                 )
-                for i, r in enumerate(df.itertuples(index=False))
+                for i, (device, name, bus) in enumerate(
+                    zip(df["device_id"], df["name"], df["bus_id"])
+                )
             ]
         return []
 
@@ -640,7 +645,7 @@ class Trace:
 
     # -- events ---------------------------------------------------------------------------
 
-    def kernels(self) -> pd.DataFrame:
+    def kernels(self) -> Table:
         """Columns: start, end, deviceId, streamId, correlationId, globalPid, nameId."""
         return self._gpu_ops(
             "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -648,26 +653,26 @@ class Trace:
             aliases={"nameId": ("shortName", "demangledName")},
         )
 
-    def memcpy(self) -> pd.DataFrame:
+    def memcpy(self) -> Table:
         """Columns: start, end, deviceId, streamId, correlationId, globalPid, bytes, copyKind,
         srcKind, dstKind."""
         return self._gpu_ops(
             "CUPTI_ACTIVITY_KIND_MEMCPY", ["bytes", "copyKind", "srcKind", "dstKind"]
         )
 
-    def memset(self) -> pd.DataFrame:
+    def memset(self) -> Table:
         """Columns: start, end, deviceId, streamId, correlationId, globalPid, bytes, memKind."""
         return self._gpu_ops("CUPTI_ACTIVITY_KIND_MEMSET", ["bytes", "memKind"])
 
     def _gpu_ops(
         self, table: str, extra: list[str], aliases: dict[str, Iterable[str]] | None = None
-    ) -> pd.DataFrame:
+    ) -> Table:
         cols = ["deviceId", "streamId", "correlationId", "globalPid", *extra]
         return self._intervals(
             table, cols, aliases={"globalPid": ("globalPid", "processId"), **(aliases or {})}
         )
 
-    def runtime(self) -> pd.DataFrame:
+    def runtime(self) -> Table:
         """CUDA runtime and driver API calls. Columns: start, end, globalTid, correlationId,
         nameId."""
         frames = [
@@ -681,22 +686,19 @@ class Trace:
             return self._intervals(
                 "CUPTI_ACTIVITY_KIND_RUNTIME", ["globalTid", "correlationId", "nameId"]
             )
-        dropped = sum(f.attrs["dropped"] for f in frames)
-        df = pd.concat(frames, ignore_index=True)
-        df.attrs["dropped"] = dropped
-        return df
+        return concat(frames)
 
-    def osrt(self) -> pd.DataFrame:
+    def osrt(self) -> Table:
         """OS-runtime calls. Columns: start, end, globalTid, nameId."""
         return self._intervals("OSRT_API", ["globalTid", "nameId"])
 
-    def profiler_overhead(self) -> pd.DataFrame:
+    def profiler_overhead(self) -> Table:
         """nsys's own overhead on the profiled threads (buffer flushes, CUPTI
         instrumentation). Columns: start, end, globalTid."""
         cols = ["globalTid"]
         return self._optional(cols, lambda: self._intervals("PROFILER_OVERHEAD", cols))
 
-    def graph_launches(self) -> pd.DataFrame:
+    def graph_launches(self) -> Table:
         """CUDA graph replays recorded whole (``--cuda-graph-trace=graph``, nsys's default):
         one row per replay and no kernel rows for its nodes. Columns: start, end, deviceId,
         streamId, correlationId, globalPid."""
@@ -704,15 +706,13 @@ class Trace:
         return self._optional(cols, lambda: self._gpu_ops("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", []))
 
     @staticmethod
-    def _optional(cols: list[str], read) -> pd.DataFrame:
+    def _optional(cols: list[str], read) -> Table:
         """A table the analyses can do without: one that cannot be read is left out (empty)
         instead of failing the report."""
         try:
             return read()
         except TraceError:
-            df = _empty(["start", "end", *cols])
-            df.attrs["dropped"] = 0
-            return df
+            return Table.empty(["start", "end", *cols])
 
     def diagnostics(self, like: Iterable[str]) -> list[str]:
         """Texts of ``DIAGNOSTIC_EVENT`` rows matching any of the SQL ``LIKE`` patterns
@@ -725,16 +725,16 @@ class Trace:
         rows = self._fetch(table, f"SELECT text FROM {table} WHERE {cond} LIMIT 100", patterns)
         return [as_text(t) for (t,) in rows if t is not None]
 
-    def sched_events(self) -> pd.DataFrame:
+    def sched_events(self) -> Table:
         """Thread scheduling events from ``--cpuctxsw``. Columns: start, cpu, isSchedIn,
         globalTid (all int64)."""
         cols = ["start", "cpu", "isSchedIn", "globalTid"]
         if "SCHED_EVENTS" not in self.tables:
-            return _empty(cols)
+            return Table.empty(cols)
         exprs = ", ".join(_int_expr(c) for c in cols)
         present = set(self.columns("SCHED_EVENTS"))
         if not set(cols) <= present:
-            return _empty(cols)
+            return Table.empty(cols)
         try:
             cur = self._db.execute(
                 f"SELECT {exprs} FROM SCHED_EVENTS WHERE typeof(\"start\") = 'integer' "
@@ -743,7 +743,7 @@ class Trace:
             records = np.fromiter(cur, dtype=np.dtype([(c, np.int64) for c in cols]))
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
             raise TraceError(self._read_failed("SCHED_EVENTS", exc)) from exc
-        return pd.DataFrame({c: records[c] for c in cols})
+        return Table({c: records[c] for c in cols})
 
     def nvtx_counts(self) -> dict[int, int]:
         """eventType -> row count in NVTX_EVENTS (to tell "no ranges" from "no NVTX")."""
@@ -773,8 +773,7 @@ class Trace:
             where=f"WHERE eventType = {NVTX_DOMAIN_CREATE} LIMIT 10000",
         )
         out: dict[tuple[int, int], str] = {}
-        text_ids = pd.to_numeric(df["textId"], errors="coerce")
-        names = self.names(text_ids) if len(df) else pd.Series(dtype=object)
+        names = self.names(df["textId"])
         for tid, dom, text, name in zip(df["globalTid"], df["domainId"], df["text"], names):
             tid, dom = as_int(tid), as_int(dom)
             label = as_text(text) if text is not None else name
@@ -782,11 +781,11 @@ class Trace:
                 out[((tid >> 24) & 0xFFFFFF, dom)] = label
         return out
 
-    def nvtx_ranges(self) -> pd.DataFrame:
+    def nvtx_ranges(self) -> Table:
         """Closed NVTX push/pop and start/end ranges.
 
         Columns: start, end, globalTid, domainId, ``pattern`` (the name with its numbers
-        masked, ``Batch #``: a categorical, its categories sorted) and ``row`` (what
+        masked, ``Batch #``: ``Labels``, its categories sorted) and ``row`` (what
         :meth:`nvtx_names` and :meth:`nvtx_details` take). The name comes from ``text`` or,
         when that is NULL, from ``textId``.
 
@@ -815,18 +814,18 @@ class Trace:
             # A NUL in a name, or a block of names too long for one SQLite text: row by row
             # (an export that is damaged fails there with its own one-line error).
             return self._nvtx_by_rows(where)
-        text_ids = df.pop("textId").to_numpy()
+        text_ids = df.pop("textId")
         has_text = text_ids == -2
         if (text_ids == -3).any():
             return self._nvtx_by_rows(where)
         codes, seen = names  # each row's code into the distinct masked names
         # The pattern of the name as every output shows it (cut, escaped), as for textId.
         text_patterns = [range_pattern(_name(_lenient_text(m))) for m in seen]
-        id_codes, id_values = pd.factorize(text_ids[~has_text])
+        id_values, id_codes = first_seen(text_ids[~has_text])
         strings = self.strings
         id_patterns = [range_pattern(strings.get(int(i), "<unknown>")) for i in id_values]
         codes[~has_text] = id_codes + len(text_patterns)
-        df["pattern"] = _sorted_categorical(codes, text_patterns + id_patterns)
+        df["pattern"] = _sorted_labels(codes, text_patterns + id_patterns)
         df["row"] = df.pop("rowid")
         return df
 
@@ -868,25 +867,24 @@ class Trace:
 
     _nvtx_row_names: list[tuple[str, int]] | None = None
 
-    def _nvtx_by_rows(self, where: str) -> pd.DataFrame:
+    def _nvtx_by_rows(self, where: str) -> Table:
         """The NVTX ranges read row by row: for exports the block reader cannot take (no
         ``text`` column, no rowids, text that is a number or holds NUL). Slow, and exact."""
         ints = ["start", "end", "globalTid", "color", "domainId"]
         df = self._select("NVTX_EVENTS", [*ints, "text", "textId"], where=_interval_where(where))
-        dropped = self.count_where("NVTX_EVENTS", where) - len(df)
-        for col in ints:
-            df[col] = pd.to_numeric(df[col], errors="coerce").fillna(-1).astype("int64")
-        text = df["text"].map(as_text, na_action="ignore").astype(object)
-        text_ids = pd.to_numeric(df["textId"], errors="coerce")
-        names = text.where(text.notna(), self.names(text_ids)).astype(object).tolist()
-        self._nvtx_row_names = list(zip(names, df["color"].tolist()))
-        codes, distinct = pd.factorize(np.array(names, dtype=object))
-        out = pd.DataFrame({c: df[c].to_numpy() for c in ("start", "end", "globalTid", "domainId")})
-        out["pattern"] = _sorted_categorical(codes, [range_pattern(str(n)) for n in distinct])
+        dropped = self.count_where("NVTX_EVENTS", where) - len(df["start"])
+        ints = {c: np.array([_lenient_int(v) for v in df[c]], dtype=np.int64) for c in ints}
+        by_id = self.names(df["textId"])
+        names = [as_text(t) if t is not None else n for t, n in zip(df["text"], by_id)]
+        self._nvtx_row_names = list(zip(names, ints["color"].tolist()))
+        distinct: dict[str, int] = {}
+        codes = np.array([distinct.setdefault(n, len(distinct)) for n in names], dtype=np.int64)
+        out = Table({c: ints[c] for c in ("start", "end", "globalTid", "domainId")})
+        out["pattern"] = _sorted_labels(codes, [range_pattern(str(n)) for n in distinct])
         out["row"] = np.arange(len(out), dtype=np.int64)
         for col in ("domainId", "row"):
-            out[col] = _narrow(out[col].to_numpy())
-        out.attrs["dropped"] = int(dropped)
+            out[col] = _narrow(out[col])
+        out.dropped = int(dropped)
         return out
 
     def _has_rowid(self, table: str) -> bool:
@@ -958,12 +956,12 @@ def _copy_kind_label(enum_name: str) -> str:
     return " ".join(out)
 
 
-def _sorted_categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
-    """A categorical of ``values[codes]`` whose categories are the distinct values, sorted."""
+def _sorted_labels(codes: np.ndarray, values: list[str]) -> Labels:
+    """The labels ``values[codes]`` whose categories are the distinct values, sorted."""
     categories = sorted(set(values))
     where = {v: i for i, v in enumerate(categories)}
     remap = np.array([where[v] for v in values], dtype=np.int32)
-    return pd.Categorical.from_codes(remap[codes] if remap.size else codes, categories)
+    return Labels(remap[codes] if remap.size else codes.astype(np.int32), categories)
 
 
 # Sizes no real copy or memset has, read as unknown (-1): a TiB per copy is beyond any GPU's
@@ -983,8 +981,40 @@ def _narrow(values: np.ndarray) -> np.ndarray:
     return values.astype(np.int32)
 
 
-def _empty(cols: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
+def _present(value: object) -> bool:
+    """Not NULL (nor a float NaN, which SQLite cannot hold but a crafted value may)."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _number(value: object) -> int | float | None:
+    """A value of a column of numbers as a number: integers and finite floats as they are,
+    text that spells a number parsed; None for NULL, a BLOB or anything else."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                return None
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _lenient_int(value: object) -> int:
+    """An integer column's value read leniently (``_number``, floats cut toward zero), -1
+    where it is no number or beyond int64."""
+    n = _number(value)
+    if n is None:
+        return -1
+    n = int(n)
+    return n if _INT64_MIN <= n <= _INT64_MAX else -1
 
 
 def _text_affinity(declared: str) -> bool:

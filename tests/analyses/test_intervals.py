@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,6 +10,7 @@ from hypothesis import strategies as st
 from nsysprobe.analyses import events
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import ThreadCalls, top_level
+from nsysprobe.common.table import Table
 
 SPAN = 60
 
@@ -272,18 +272,27 @@ def test_overlaps_any_matches_pairwise_overlap(ivs, by):
 _E = np.empty(0, dtype=np.int64)
 
 
-def random_ranges(rng, n, span, longest, threads, p=None, in_order=False) -> pd.DataFrame:
+def random_ranges(rng, n, span, longest, threads, p=None, in_order=False) -> Table:
     """``n`` ranges of ``threads`` starting in [0, span), up to ``longest`` long, one in ten
-    of zero length; in a random row order, or stably sorted by start."""
+    of zero length; in a random row order, or stably sorted by start. ``row``: each range's
+    place in the table."""
     start = rng.integers(0, span, n)
-    df = pd.DataFrame(
+    ranges = Table(
         {
             "start": start,
             "end": start + rng.integers(0, longest, n) * (rng.random(n) < 0.9),
             "globalTid": rng.choice(threads, n, p=p),
         }
     )
-    return df.sort_values("start", kind="stable").reset_index(drop=True) if in_order else df
+    if in_order:
+        ranges = ranges.take(np.argsort(ranges["start"], kind="stable"))
+    ranges["row"] = np.arange(n)
+    return ranges
+
+
+def as_rows(ranges: Table) -> list[tuple[int, int, int]]:
+    """(start, end, globalTid) of each range, in table order, as Python integers."""
+    return list(zip(*(ranges[c].tolist() for c in ("start", "end", "globalTid"))))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -296,16 +305,17 @@ def test_thread_calls_take_what_overlaps_each_stretch_in_turn(seed):
     edges = np.sort(rng.choice(np.arange(1, 12_000), 60, replace=False))
     s, e = edges[0::2], edges[1::2]
     calls = ThreadCalls(df, 7)
+    rows = as_rows(df)
     for lo, hi in zip(range(0, 30, 4), range(4, 34, 4)):
         by = (s[lo:hi], e[lo:hi])
-        got = sorted(calls.take(by).index.tolist())
+        got = sorted(calls.take(by)["row"].tolist())
         want = [
             i
-            for i, r in df.iterrows()
-            if r.globalTid == 7 and any(r.start < b and r.end > a for a, b in zip(*by))
+            for i, (start, end, tid) in enumerate(rows)
+            if tid == 7 and any(start < b and end > a for a, b in zip(*by))
         ]
         assert got == want
-    assert sum(1 for x in df.itertuples() if x.globalTid == 7 and x.start < 5000) == int(
+    assert sum(1 for start, _, tid in rows if tid == 7 and start < 5000) == int(
         calls.started_before(np.array([5000]))[0]
     )
 
@@ -322,18 +332,18 @@ def test_top_level_ranges_are_those_no_range_of_their_thread_encloses(seed, larg
     rng = np.random.default_rng(seed)
     threads, p = [5, 7, 9, 11, 13], [0.4, 0.3, 0.28, 0.01, 0.01]
     df = random_ranges(rng, 300, 60, 30, threads, p, in_order=bool(seed % 2))
-    rows = list(df.itertuples(index=False))
+    rows = as_rows(df)
     want = [
         not any(
             j != i
-            and o.globalTid == r.globalTid
-            and o.start <= r.start
-            and o.end >= r.end
-            and (o.start, -o.end, j) < (r.start, -r.end, i)
-            for j, o in enumerate(rows)
+            and o_tid == r_tid
+            and o_start <= r_start
+            and o_end >= r_end
+            and (o_start, -o_end, j) < (r_start, -r_end, i)
+            for j, (o_start, o_end, o_tid) in enumerate(rows)
         )
-        for i, r in enumerate(rows)
+        for i, (r_start, r_end, r_tid) in enumerate(rows)
     ]
     assert top_level(df, "globalTid").tolist() == want
-    assert top_level(df.iloc[:1], "globalTid").tolist() == [True]
-    assert top_level(df.iloc[:0], "globalTid").tolist() == []
+    assert top_level(df.head(1), "globalTid").tolist() == [True]
+    assert top_level(df.head(0), "globalTid").tolist() == []

@@ -50,8 +50,8 @@ def check(path) -> None:
     expect = [by_hand.get((int(p), int(c)), (np.nan, np.nan)) for p, c in zip(pids, corrs)]
     tid, name = (np.array(c, dtype=float) for c in zip(*expect))
     assert np.isnan(tid).sum() >= 4  # the four made up match nothing
-    assert np.array_equal(got["tid"].to_numpy(dtype=float), tid, equal_nan=True)
-    assert np.array_equal(got["nameId"].to_numpy(dtype=float), name, equal_nan=True)
+    assert np.array_equal(np.asarray(got["tid"], dtype=float), tid, equal_nan=True)
+    assert np.array_equal(np.asarray(got["nameId"], dtype=float), name, equal_nan=True)
 
 
 @pytest.mark.parametrize(

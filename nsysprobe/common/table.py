@@ -1,0 +1,192 @@
+"""Tables of events as plain numpy columns, and the groupings the analyses make of them.
+
+The reader returns every event table as a ``Table``: named numpy arrays of one length, and a
+``Labels`` column where a value is one of few texts (the NVTX ranges' patterns). The analyses
+group rows with ``Groups`` and order results with ``descending`` and ``by_count``, which keep
+the orders the analyses have always printed: groups in order of first appearance (or of their
+keys), ties of a descending sort in the order pandas' ``sort_values(ascending=False)`` gives
+them, of counts as ``value_counts`` does. Nothing here imports pandas: ``nsysprobe analyze``
+starts in a fraction of the time and memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+
+class Labels:
+    """A column of texts from a few distinct ones: ``categories`` (an object array, sorted
+    where the reader made it) and each row's ``codes`` into them."""
+
+    __slots__ = ("codes", "categories")
+
+    def __init__(self, codes: np.ndarray, categories: Sequence[str] | np.ndarray):
+        self.codes = codes
+        self.categories = np.asarray(categories, dtype=object).reshape(-1)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def take(self, rows: np.ndarray) -> Labels:
+        return Labels(self.codes[rows], self.categories)
+
+    def values(self) -> np.ndarray:
+        """Each row's text (an object array)."""
+        if not self.categories.size:
+            return np.empty(len(self.codes), dtype=object)
+        return self.categories[self.codes]
+
+    def __eq__(self, text) -> np.ndarray:  # type: ignore[override]
+        """Mask of the rows whose text is ``text``."""
+        hit = np.flatnonzero(self.categories == text)
+        if not hit.size:
+            return np.zeros(len(self.codes), dtype=bool)
+        return self.codes == hit[0]
+
+    def isin(self, texts: Iterable[str]) -> np.ndarray:
+        wanted = set(texts)
+        keep = np.array([c in wanted for c in self.categories.tolist()], dtype=bool)
+        return keep[self.codes] if keep.size else np.zeros(len(self.codes), dtype=bool)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+Column = np.ndarray | Labels
+
+
+class Table:
+    """Named columns of one length (numpy arrays or ``Labels``), and the rows the reader left
+    out as unreadable (``dropped``)."""
+
+    __slots__ = ("_columns", "dropped")
+
+    def __init__(self, columns: dict[str, Column], dropped: int = 0):
+        self._columns = dict(columns)
+        self.dropped = dropped
+        lengths = {len(v) for v in self._columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of different lengths: {sorted(lengths)}")
+
+    @classmethod
+    def empty(cls, names: Iterable[str], dtype=np.int64) -> Table:
+        return cls({n: np.empty(0, dtype=dtype) for n in names})
+
+    def __len__(self) -> int:
+        return len(next(iter(self._columns.values()))) if self._columns else 0
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._columns
+
+    def __getitem__(self, name: str) -> Column:
+        return self._columns[name]
+
+    def __setitem__(self, name: str, values: Column) -> None:
+        if self._columns and len(values) != len(self):
+            raise ValueError(f"column {name!r} has {len(values)} rows, the table {len(self)}")
+        self._columns[name] = values
+
+    def pop(self, name: str) -> Column:
+        return self._columns.pop(name)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    def take(self, rows: np.ndarray) -> Table:
+        """The rows ``rows`` (indices, or a mask) as a new table, in that order."""
+        return Table(
+            {
+                n: v.take(rows) if isinstance(v, Labels) else v[rows]
+                for n, v in self._columns.items()
+            }
+        )
+
+    def head(self, n: int) -> Table:
+        return self.take(slice(0, n))
+
+
+def concat(tables: Sequence[Table]) -> Table:
+    """The rows of ``tables`` (same columns, no ``Labels``) one after another."""
+    names = tables[0].columns
+    return Table(
+        {n: np.concatenate([t[n] for t in tables]) for n in names},
+        dropped=sum(t.dropped for t in tables),
+    )
+
+
+def descending(values: np.ndarray) -> np.ndarray:
+    """The order of ``values`` from largest to smallest, ties as pandas'
+    ``sort_values(ascending=False)`` leaves them (the default quicksort over the reversed
+    values, then reversed back)."""
+    values = np.asarray(values)
+    back = np.arange(values.size)[::-1]
+    return back[values[::-1].argsort(kind="quicksort")][::-1]
+
+
+def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct, which)``: the distinct ``values`` in order of first appearance and each
+    row's index into them."""
+    distinct, first, which = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return distinct[order], rank[which.reshape(-1)]
+
+
+def by_count(values: np.ndarray) -> np.ndarray:
+    """The distinct ``values``, the most frequent first, ties in order of first appearance
+    (the order of pandas' ``value_counts``, a stable sort of the counts)."""
+    distinct, which = first_seen(values)
+    return distinct[np.argsort(-np.bincount(which, minlength=distinct.size), kind="stable")]
+
+
+class Groups:
+    """The rows of a table grouped by one or more key columns: ``keys`` (one array per key
+    column, a value per group), each row's group (``of_row``), and sums, counts, minima and
+    maxima per group. ``sort``: groups in order of their keys; else of first appearance."""
+
+    def __init__(self, keys: Sequence[np.ndarray], sort: bool):
+        codes, distinct = [], []
+        for k in keys:
+            d, c = np.unique(np.asarray(k), return_inverse=True)
+            distinct.append(d)
+            codes.append(c.reshape(-1).astype(np.int64))
+        n = len(codes[0]) if codes else 0
+        combined = np.zeros(n, dtype=np.int64)
+        for c, d in zip(codes, distinct):
+            combined = combined * max(len(d), 1) + c
+        if sort:
+            uniq, of_row = np.unique(combined, return_inverse=True)
+        else:
+            uniq, of_row = first_seen(combined)
+        of_row = of_row.reshape(-1)
+        self.of_row = of_row
+        self.size = uniq.size
+        self.keys = []
+        rest = uniq
+        for d in reversed(distinct):
+            width = max(len(d), 1)
+            self.keys.append(d[rest % width] if d.size else d)
+            rest = rest // width
+        self.keys.reverse()
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values)
+        out = np.zeros(self.size, dtype=values.dtype if values.dtype.kind == "f" else np.int64)
+        np.add.at(out, self.of_row, values)
+        return out
+
+    def count(self) -> np.ndarray:
+        return np.bincount(self.of_row, minlength=self.size).astype(np.int64)
+
+    def min(self, values: np.ndarray) -> np.ndarray:
+        out = np.full(self.size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(out, self.of_row, values)
+        return out
+
+    def max(self, values: np.ndarray) -> np.ndarray:
+        out = np.full(self.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(out, self.of_row, values)
+        return out

@@ -1,0 +1,111 @@
+"""The tables and groupings of ``nsysprobe.common.table`` against pandas, the independent
+model: the orders the analyses printed when they grouped and sorted with pandas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nsysprobe.common.table import (
+    Groups,
+    Labels,
+    Table,
+    by_count,
+    concat,
+    descending,
+    first_seen,
+)
+
+small_ints = st.lists(st.integers(-3, 3), max_size=60)
+# Sums with many ties and long enough arrays (over 16) for numpy's quicksort not to be an
+# insertion sort, the case where the order of ties is not simply stable.
+tied = st.lists(st.integers(0, 4), min_size=0, max_size=200)
+words = st.lists(st.sampled_from(["b", "a", "cuda", "", "a#"]), max_size=60)
+
+
+@given(tied)
+def test_descending_orders_ties_as_pandas_sort_values(values):
+    v = np.array(values, dtype=np.int64)
+    expected = pd.Series(v).sort_values(ascending=False).index.to_numpy()
+    assert descending(v).tolist() == expected.tolist()
+
+
+@given(st.lists(st.integers(0, 40), max_size=120))
+def test_by_count_is_the_order_of_value_counts(values):
+    # Up to 41 distinct values with tied counts: pandas sorts the counts stably.
+    v = np.array(values, dtype=np.int64)
+    assert by_count(v).tolist() == pd.Series(v).value_counts().index.tolist()
+
+
+@given(small_ints)
+def test_first_seen_is_factorize(values):
+    v = np.array(values, dtype=np.int64)
+    codes, uniques = pd.factorize(v)
+    distinct, which = first_seen(v)
+    assert distinct.tolist() == uniques.tolist()
+    assert which.tolist() == codes.tolist()
+
+
+@given(st.data())
+def test_groups_sum_count_min_max_in_the_order_pandas_groups(data):
+    n = data.draw(st.integers(0, 60))
+    a = np.array(data.draw(st.lists(st.integers(-2, 2), min_size=n, max_size=n)), dtype=np.int64)
+    b = np.array(data.draw(st.lists(st.sampled_from(["x", "y", ""]), min_size=n, max_size=n)))
+    b = b.astype(object)
+    v = np.array(
+        data.draw(st.lists(st.integers(-(10**12), 10**12), min_size=n, max_size=n)), dtype=np.int64
+    )
+    sort = data.draw(st.booleans())
+    frame = pd.DataFrame({"a": a, "b": b, "v": v})
+    expected = frame.groupby(["a", "b"], sort=sort)["v"].agg(["sum", "size", "min", "max"])
+    groups = Groups([a, b], sort=sort)
+    got = list(zip(groups.keys[0].tolist(), groups.keys[1].tolist()))
+    assert got == list(expected.index)
+    assert groups.sum(v).tolist() == expected["sum"].tolist()
+    assert groups.count().tolist() == expected["size"].tolist()
+    assert groups.min(v).tolist() == expected["min"].tolist()
+    assert groups.max(v).tolist() == expected["max"].tolist()
+    # each row's group holds its keys
+    assert all(
+        (groups.keys[0][g], groups.keys[1][g]) == (x, y)
+        for g, x, y in zip(groups.of_row.tolist(), a.tolist(), b.tolist())
+    )
+
+
+@given(words)
+def test_labels_compare_and_take_as_the_texts_they_stand_for(texts):
+    categories = sorted(set(texts))
+    codes = np.array([categories.index(t) for t in texts], dtype=np.int32)
+    labels = Labels(codes, categories)
+    assert labels.values().tolist() == texts
+    for text in ["a", "b", "zzz"]:
+        assert (labels == text).tolist() == [t == text for t in texts]
+    assert labels.isin(["a", ""]).tolist() == [t in ("a", "") for t in texts]
+    rows = np.arange(len(texts))[::-2]
+    assert labels.take(rows).values().tolist() == [texts[i] for i in rows]
+
+
+def test_a_table_takes_rows_of_every_column_and_refuses_ragged_columns():
+    t = Table(
+        {"start": np.array([5, 1, 3]), "pattern": Labels(np.array([1, 0, 1]), ["a", "b"])},
+        dropped=2,
+    )
+    sub = t.take(np.array([2, 0]))
+    assert sub["start"].tolist() == [3, 5]
+    assert sub["pattern"].values().tolist() == ["b", "b"]
+    assert t.take(t["start"] > 2)["start"].tolist() == [5, 3]
+    assert len(t.head(0)) == 0 and t.head(0).columns == ["start", "pattern"]
+    with pytest.raises(ValueError, match="different lengths"):
+        Table({"a": np.zeros(2), "b": np.zeros(3)})
+    with pytest.raises(ValueError, match="has 1 rows"):
+        t["end"] = np.zeros(1)
+
+
+def test_concat_adds_up_the_rows_left_out():
+    a = Table({"start": np.array([1])}, dropped=2)
+    b = Table({"start": np.array([2, 3])}, dropped=5)
+    both = concat([a, b])
+    assert both["start"].tolist() == [1, 2, 3] and both.dropped == 7
