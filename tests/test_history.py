@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 import nsysprobe
 from nsysprobe.cli import main
+from nsysprobe.report.metrics import metrics_of
 from nsysprobe.runs import history
 
 
@@ -104,3 +105,40 @@ def test_unusable_history_warns_and_still_reports(rung, tmp_path):
     warning = f"nsysprobe: warning: not recorded in the history: {bad}: cannot use it"
     assert warning in result.output
     assert Path(bad).read_text().startswith("this is not sqlite")
+
+
+def test_a_history_an_older_nsysprobe_made_gains_the_new_columns(rung, tmp_path):
+    """A ``runs`` table as an older nsysprobe left it (made by sqlite-utils, without the
+    figures added since): its entry stays, the new entry is recorded whole."""
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute(
+        'CREATE TABLE "runs" ("recorded_utc" TEXT, "command" TEXT, "paths" TEXT, '
+        '"trace" TEXT, "step_count" INTEGER, "steps_per_s" REAL, "id" INTEGER PRIMARY KEY)'
+    )
+    db.execute(
+        "INSERT INTO runs (recorded_utc, command, paths, trace, step_count, steps_per_s) "
+        "VALUES ('2026-11-30T10:00:00+00:00', 'nsysprobe analyze old.sqlite', '{}', "
+        "'old.sqlite', 7, 2.5)"
+    )
+    db.commit()
+    db.close()
+    report = nsysprobe.analyze(rung("pipelined"))
+    assert history.record(report, "nsysprobe analyze new.sqlite", {}, path) == 2
+    new, old = history.entries(path)
+    assert (old.id, old.metrics.trace, old.metrics.step_count, old.metrics.steps_per_s) == (
+        1,
+        "old.sqlite",
+        7,
+        2.5,
+    )
+    assert old.metrics.exposed_copy_ns is None and old.metrics.step_wall_ns == ()
+    expected = metrics_of(report)
+    assert new.metrics == expected and len(new.metrics.step_wall_ns) == expected.step_count
+    assert history.get(2, path).metrics == expected
+    columns = [r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(runs)")]
+    assert columns[:7] == ["recorded_utc", "command", "paths", "trace", "step_count"] + [
+        "steps_per_s",
+        "id",
+    ]
+    assert set(columns) == {"id", *history._COLUMNS}

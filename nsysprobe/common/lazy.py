@@ -1,14 +1,11 @@
 """Package attributes imported on first use, so that ``import nsysprobe.cli`` or
-``import nsysprobe.numa.topology`` does not import every module a package re-exports; and
-imports made without a library's optional extras (``without``)."""
+``import nsysprobe.numa.topology`` does not import every module a package re-exports."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
 def lazy_exports(package: str, where: dict[str, str]) -> None:
@@ -34,17 +31,3 @@ def lazy_exports(package: str, where: dict[str, str]) -> None:
             super().__setattr__(name, value)
 
     sys.modules[package].__class__ = LazyPackage
-
-
-@contextmanager
-def without(module: str) -> Iterator[None]:
-    """Imports made inside see ``module`` as not installed (an optional import of it fails),
-    unless it is loaded already."""
-    if module in sys.modules:
-        yield
-        return
-    sys.modules[module] = None  # ``import module`` raises ImportError
-    try:
-        yield
-    finally:
-        del sys.modules[module]

@@ -3,7 +3,7 @@
 An entry holds when, the command, the paths involved (trace, export, HTML, run folder) and the
 run's headline figures (``nsysprobe.report.metrics``, per-step wall times included, so
 ``compare`` can test an entry against a new run without its trace). The database is SQLite,
-written through sqlite-utils, at the first of:
+one table ``runs`` written with Python's ``sqlite3``, at the first of:
 
     --history PATH                      (the commands' option)
     $NSYSPROBE_HISTORY
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nsysprobe.common.lazy import without
 from nsysprobe.common.safetext import NAME_CHARS, name
 from nsysprobe.common.writer import is_input
 from nsysprobe.errors import InputError
@@ -49,11 +48,6 @@ from nsysprobe.report.metrics import (
     metrics_of,
     parse_json,
 )
-
-# sqlite-utils imports pandas when it is installed, for a column type the history never
-# stores: 0.2 s and 40 MiB more for every ``analyze``, whose analyses do not use pandas.
-with without("pandas"):
-    import sqlite_utils
 
 TABLE = "runs"
 ENV = "NSYSPROBE_HISTORY"
@@ -119,10 +113,21 @@ def record(
                 f"keeps beside it; give --history another file (or --no-history)"
             )
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _open(path) as db, db.conn:
-        table = db[TABLE]
-        table.insert(row, pk="id", alter=True, columns=_COLUMNS)
-        return int(table.last_pk)
+    with _open(path) as db, db:
+        present = _columns(db)
+        if not present:
+            # The entry's columns in its order, then the key (as the table has always been).
+            made = [f"[{c}] {_SQL_TYPES[_COLUMNS[c]]}" for c in row]
+            db.execute(f"CREATE TABLE [{TABLE}] ({', '.join(made)}, [id] INTEGER PRIMARY KEY)")
+        for column in row:
+            if present and column not in present:  # a history an older nsysprobe made
+                db.execute(
+                    f"ALTER TABLE [{TABLE}] ADD COLUMN [{column}] {_SQL_TYPES[_COLUMNS[column]]}"
+                )
+        names = ", ".join(f"[{c}]" for c in row)
+        marks = ", ".join("?" for _ in row)
+        done = db.execute(f"INSERT INTO [{TABLE}] ({names}) VALUES ({marks})", list(row.values()))
+        return int(done.lastrowid)
 
 
 def entries(history_path: str | os.PathLike | None = None, limit: int | None = None) -> list[Entry]:
@@ -131,9 +136,11 @@ def entries(history_path: str | os.PathLike | None = None, limit: int | None = N
     if not path.exists():
         return []
     with _open(path) as db:
-        if TABLE not in db.table_names():
+        present = _columns(db)
+        if not present:
             return []
-        rows = db[TABLE].rows_where(select=_select(db), order_by="id desc", limit=limit)
+        bound = "" if limit is None else f" LIMIT {int(limit)}"
+        rows = _rows(db, f"SELECT {_select(present)} FROM [{TABLE}] ORDER BY id DESC{bound}")
         return [e for e in map(_entry, rows) if e is not None]
 
 
@@ -153,9 +160,10 @@ def get(entry_id: int, history_path: str | os.PathLike | None = None) -> Entry:
     found = []
     if path.exists() and 1 <= entry_id <= MAX_ID:
         with _open(path) as db:
-            if TABLE in db.table_names():
-                rows = db[TABLE].rows_where("id = ?", [entry_id], select=_select(db))
-                found = [e for e in map(_entry, rows) if e is not None]
+            present = _columns(db)
+            if present:
+                sql = f"SELECT {_select(present)} FROM [{TABLE}] WHERE id = ?"
+                found = [e for e in map(_entry, _rows(db, sql, (entry_id,))) if e is not None]
     if not found:
         raise InputError(
             f"history id {entry_id}: no such entry in {path}; list them with `nsysprobe history`"
@@ -183,18 +191,19 @@ _COLUMNS = {
     "top_gain_ratio": float,
     "step_wall_ns": str,
 }
+_SQL_TYPES = {int: "INTEGER", float: "REAL", str: "TEXT"}
 
 
 @contextmanager
-def _open(path: Path) -> Iterator[sqlite_utils.Database]:
+def _open(path: Path) -> Iterator[sqlite3.Connection]:
     fix = "pass --history PATH to another file, or --no-history"
     if path.exists() and not path.is_file():
         raise InputError(f"{path}: not a regular file, so not a history database; {fix}")
     db = None
     try:
-        db = sqlite_utils.Database(path)
+        db = sqlite3.connect(path)
         # Text that is not UTF-8 (a hand edit) reads with replacement characters.
-        db.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        db.text_factory = lambda raw: raw.decode("utf-8", "replace")
         db.execute("PRAGMA busy_timeout = 5000")
         why = check_schema(db)
         if why:
@@ -213,7 +222,7 @@ def _open(path: Path) -> Iterator[sqlite_utils.Database]:
 _CHECK = re.compile(r"\bCHECK\s*\(", re.I)
 
 
-def check_schema(db: sqlite_utils.Database) -> str | None:
+def check_schema(db: sqlite3.Connection) -> str | None:
     """Why ``db`` is not a history database nsysprobe made, or None when it may be one.
 
     nsysprobe makes one plain table, ``runs``, keyed by ``id INTEGER PRIMARY KEY``, and nothing
@@ -256,10 +265,20 @@ def check_schema(db: sqlite_utils.Database) -> str | None:
 _READ_CHARS = {"command": COMMAND_CHARS + 1, "paths": PATHS_CHARS, "step_wall_ns": STEPS_CHARS}
 
 
-def _select(db: sqlite_utils.Database) -> str:
-    """The columns of ``runs`` nsysprobe knows, each read bounded: text cut in SQL, a value of
-    the wrong type (a hand edit) read as NULL."""
-    present = {c.name for c in db[TABLE].columns}
+def _columns(db: sqlite3.Connection) -> list[str]:
+    """The columns of ``runs``; none when there is no such table yet."""
+    return [str(c[1]) for c in db.execute(f"PRAGMA table_info({TABLE})").fetchall()]
+
+
+def _rows(db: sqlite3.Connection, sql: str, params: tuple = ()) -> list[dict]:
+    cursor = db.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, r)) for r in cursor.fetchall()]
+
+
+def _select(present: list[str]) -> str:
+    """The columns of ``runs`` nsysprobe knows (of those ``present``), each read bounded: text
+    cut in SQL, a value of the wrong type (a hand edit) read as NULL."""
     parts = []
     for column, kind in _COLUMNS.items():
         if column not in present:

@@ -909,10 +909,14 @@ _HEADER_BYTES = 20
 # threshold of ``common.heap``. Measured on this project's 2-core machine (2026-12-02, 09:40
 # UTC, two runs each of ``nsysprobe analyze`` on the NVTX-heavy 1e6 replica of
 # ``benchmarks/README.md``): 7.1-7.4 s and 514-517 MiB at 1 << 18 rows, 6.9-7.0 s and
-# 458-467 MiB at 1 << 15.
-_BLOCK_ROWS = 1 << 15
-# Up to this many blocks, a table's rowids are taken as dense without counting its rows.
-_DENSE_SPANS = 128
+# 458-467 MiB at 1 << 15. Smaller still, the two readers share a small table's blocks more
+# evenly (Python parses a block holding the GIL): the 100,080 NVTX ranges of the deep-nesting
+# export read in 87 ms at 1 << 15, 71 ms at 1 << 13 (best of five, 14:10 UTC), and loading
+# the NVTX-heavy 1e6 replica took 3.78 s and 3.81 s.
+_BLOCK_ROWS = 1 << 13
+# Up to this many blocks (4 M rowids), a table's rowids are taken as dense without counting
+# its rows.
+_DENSE_SPANS = 512
 # Rowids per query when looking NVTX names up.
 _NAMES_PER_QUERY = 900  # under SQLite's oldest limit of 999 bound values
 # The longest text one block query may build (SQLite's own limit is 1e9 bytes).
