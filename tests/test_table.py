@@ -109,3 +109,19 @@ def test_concat_adds_up_the_rows_left_out():
     b = Table({"start": np.array([2, 3])}, dropped=5)
     both = concat([a, b])
     assert both["start"].tolist() == [1, 2, 3] and both.dropped == 7
+
+
+def test_groups_of_many_keys_with_many_values_do_not_wrap_around():
+    # 5 keys of about 10,000 distinct values each: 2^66 combinations, past int64, so the
+    # combined keys are ranked again on the way; pandas groups the same rows.
+    rng = np.random.default_rng(7)
+    keys = [rng.integers(-(1 << 40), 1 << 40, 12_000) for _ in range(5)]
+    keys = [np.concatenate([k, k[:3000]]) for k in keys]  # groups of two rows, too
+    v = rng.integers(0, 1000, keys[0].size)
+    frame = pd.DataFrame({f"k{i}": k for i, k in enumerate(keys)} | {"v": v})
+    names = [f"k{i}" for i in range(5)]
+    for sort in (True, False):
+        expected = frame.groupby(names, sort=sort)["v"].sum()
+        groups = Groups(keys, sort=sort)
+        assert list(zip(*(k.tolist() for k in groups.keys))) == list(expected.index)
+        assert groups.sum(v).tolist() == expected.tolist()

@@ -142,35 +142,40 @@ def by_count(values: np.ndarray) -> np.ndarray:
     return distinct[np.argsort(-np.bincount(which, minlength=distinct.size), kind="stable")]
 
 
+def _ranked(values: np.ndarray) -> tuple[int, np.ndarray]:
+    """(distinct values, each value's rank among them)."""
+    distinct, rank = np.unique(values, return_inverse=True)
+    return distinct.size, rank.reshape(-1).astype(np.int64)
+
+
 class Groups:
     """The rows of a table grouped by one or more key columns: ``keys`` (one array per key
     column, a value per group), each row's group (``of_row``), and sums, counts, minima and
     maxima per group. ``sort``: groups in order of their keys; else of first appearance."""
 
     def __init__(self, keys: Sequence[np.ndarray], sort: bool):
-        codes, distinct = [], []
+        keys = [np.asarray(k) for k in keys]
+        n = keys[0].size if keys else 0
+        # One integer per row that orders as its keys do: each key's rank among its distinct
+        # values, in mixed radix; ranked again whenever the radix would overflow int64.
+        combined, radix = np.zeros(n, dtype=np.int64), 1
         for k in keys:
-            d, c = np.unique(np.asarray(k), return_inverse=True)
-            distinct.append(d)
-            codes.append(c.reshape(-1).astype(np.int64))
-        n = len(codes[0]) if codes else 0
-        combined = np.zeros(n, dtype=np.int64)
-        for c, d in zip(codes, distinct):
-            combined = combined * max(len(d), 1) + c
-        if sort:
-            uniq, of_row = np.unique(combined, return_inverse=True)
-        else:
-            uniq, of_row = first_seen(combined)
+            distinct, rank = np.unique(k, return_inverse=True)
+            width = max(distinct.size, 1)
+            if radix * width >= 1 << 62:
+                radix, combined = _ranked(combined)
+            combined = combined * width + rank.reshape(-1)
+            radix *= width
+        uniq, first, of_row = np.unique(combined, return_index=True, return_inverse=True)
         of_row = of_row.reshape(-1)
+        if not sort:
+            order = np.argsort(first, kind="stable")
+            rank = np.empty(order.size, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            first, of_row = first[order], rank[of_row]
         self.of_row = of_row
         self.size = uniq.size
-        self.keys = []
-        rest = uniq
-        for d in reversed(distinct):
-            width = max(len(d), 1)
-            self.keys.append(d[rest % width] if d.size else d)
-            rest = rest // width
-        self.keys.reverse()
+        self.keys = [k[first] for k in keys]  # each group's keys, from its first row
 
     def sum(self, values: np.ndarray) -> np.ndarray:
         values = np.asarray(values)
