@@ -66,6 +66,41 @@ def test_arrays_from_the_threshold_up_are_mapped_on_their_own():
     run(SETUP + "map_large_arrays()\n" + AFTER.format(where="not "))
 
 
+ARENAS = """
+import threading
+
+barrier = threading.Barrier(4)
+
+
+def work():
+    barrier.wait()
+    kept = [np.ones(8000) for _ in range(50)]  # 64 KB blocks: from a malloc arena
+    barrier.wait()
+
+
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+libc.malloc_stats()  # to stderr: a line "Arena N:" per arena
+"""
+
+
+def arenas(script: str) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+def test_threads_share_one_arena_after_it():
+    # By itself glibc gives each of the readers' threads an arena of its own, which keeps the
+    # memory its blocks freed; after it they all allocate from the main one.
+    assert arenas(SETUP + ARENAS) > 1
+    assert arenas(SETUP + "map_large_arrays()\n" + ARENAS) == 1
+
+
 def test_numpy_gives_no_huge_page_advice_after_it():
     check = "print(np._core.multiarray._get_madvise_hugepage())\n"
     env = {**os.environ, "NUMPY_MADVISE_HUGEPAGE": "1"}

@@ -15,6 +15,13 @@ s; OS-runtime-heavy 666-671 MiB, 10.4-10.8 s, and 642-652 MiB, 11.3-11.4 s (2 Mi
 MiB, 14-16 s).
 Elsewhere than glibc this does nothing.
 
+Threads allocate from one arena, the main one: by itself glibc gives each of the readers'
+threads an arena of its own, which keeps what the thread's blocks freed resident beside the
+main heap. Measured here (2026-12-02, 14:40 UTC, ``nsysprobe analyze --format json``, two or
+three runs each, one arena against glibc's own): kernel-heavy 1e5 ops 82.3-82.8 MiB against
+85.8-88.3 MiB and 0.44-0.45 s both; NVTX-heavy 1e6 407-413 MiB against 417-420 MiB, 6.8-7.0 s
+both; OS-runtime-heavy 609-610 MiB against 616-622 MiB, 12.7 s against 12.4-13.2 s.
+
 numpy advises the kernel to back each array of 4 MiB or more with huge pages. Where
 transparent huge pages are on ``madvise`` with ``defrag`` on ``madvise`` too (this project's
 machine, and the default of several distributions) and few are free, each first touch of such
@@ -32,16 +39,19 @@ import ctypes
 
 import numpy as np
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameters
+_M_ARENA_MAX = -8
 LARGE_BYTES = 8 << 20
 
 
 def map_large_arrays() -> None:
     """From now on, in this process: every C block of ``LARGE_BYTES`` or more is mapped on
-    its own and unmapped when freed (glibc no longer moves the threshold), and numpy gives no
-    huge-page advice."""
+    its own and unmapped when freed (glibc no longer moves the threshold), threads allocate
+    from one arena, and numpy gives no huge-page advice."""
     try:
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, LARGE_BYTES)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BYTES)
+        libc.mallopt(_M_ARENA_MAX, 1)
     except (OSError, AttributeError):
         pass  # not glibc
     core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
