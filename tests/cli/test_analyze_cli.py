@@ -216,6 +216,8 @@ def test_one_report_imports_only_what_it_uses(tmp_path):
     loaded = modules_after("analyze", trace, "--format", "json")
     assert {"nsysprobe.report.analyze", "nsysprobe.runs.history"} <= loaded
     assert sorted(set(NOT_FOR_ONE_REPORT) & loaded) == []
+    # JSON is the report's saved form: the text and Markdown renderers stay unloaded
+    assert sorted({"nsysprobe.render.text", "nsysprobe.render.markdown"} & loaded) == []
     with_html = modules_after("analyze", trace, "--html", tmp_path / "r.html", "--no-history")
     assert {"nsysprobe.render.html", "nsysprobe.analyses.timeline"} <= with_html
     assert "nsysprobe.runs.history" not in with_html
