@@ -17,6 +17,7 @@ from nsysprobe.common.table import (
     concat,
     descending,
     first_seen,
+    ranked,
 )
 
 small_ints = st.lists(st.integers(-3, 3), max_size=60)
@@ -125,3 +126,12 @@ def test_groups_of_many_keys_with_many_values_do_not_wrap_around():
         groups = Groups(keys, sort=sort)
         assert list(zip(*(k.tolist() for k in groups.keys))) == list(expected.index)
         assert groups.sum(v).tolist() == expected.tolist()
+
+
+@given(st.lists(st.integers(0, 300), max_size=80), st.sampled_from([None, 301, 1 << 17]))
+def test_ranked_gives_the_distinct_values_sorted_and_each_ones_index(values, size):
+    # size 301 marks the values in a table; None and 2^17 (more than the values) sort them.
+    v = np.array(values, dtype=np.int64)
+    distinct, which = ranked(v, size)
+    assert distinct.tolist() == sorted(set(values))
+    assert distinct[which].tolist() == values

@@ -80,13 +80,14 @@ from nsysprobe.analyses.events import (
     ThreadCalls,
     api_name,
     columns_where,
+    first_row_of,
     label_at,
     per_distinct,
     sweep,
 )
 from nsysprobe.analyses.gaps import LAUNCH_APIS, SLOW_LAUNCH_NS, SYNC_APIS, osrt_category
 from nsysprobe.analyses.steps import StepRanges, find_steps
-from nsysprobe.common.table import Labels, Table, by_count, descending
+from nsysprobe.common.table import Labels, Table, by_count, descending, ranked
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -385,7 +386,7 @@ class _ProcessDevice:
         def issued_by_nccl(f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             """Work issued inside an NCCL range is communication, named by that range
             (unless a kernel's own name says which collective it is)."""
-            hit = _lookup(nccl_corr, f["correlationId"])
+            hit = first_row_of(nccl_corr, f["correlationId"])
             inside = hit >= 0
             if inside.any():
                 unnamed = inside & (f["coll"] == 0)
@@ -918,7 +919,7 @@ class _ProcessDevice:
     def _op_calls(self) -> np.ndarray:
         """Per GPU operation, the row of the API call that issued it (same correlation id),
         or -1."""
-        call = _lookup(self.runtime["correlationId"], self.ops["correlationId"])
+        call = first_row_of(self.runtime["correlationId"], self.ops["correlationId"])
         return call.astype(iv.index_type(len(self.runtime)), copy=False)
 
     def _calls(self, thread: int) -> list[ThreadCalls]:
@@ -1217,7 +1218,7 @@ def _distinct_rows(
 ) -> tuple[list[tuple[int, int, int]], np.ndarray]:
     """The distinct rows of three integer columns, sorted, and each row's index into them.
     Few are distinct among millions of rows: when every value fits ``_ROW_BITS`` bits, a row
-    is one integer and the distinct ones are marked in a table (``_ranked``), nothing sorted
+    is one integer and the distinct ones are marked in a table (``ranked``), nothing sorted
     (``np.unique`` over the rows sorts them all: 0.35 s for the 0.9 M copies of one rank of
     the user-reported shape)."""
     cols = [np.asarray(c, dtype=np.int64) for c in (first, second, third)]
@@ -1230,35 +1231,19 @@ def _distinct_rows(
         digits = []  # per column, the value of each digit
         for c in cols:
             high = int(c.max()) + 1
-            values, digit = (np.arange(high), c) if high <= _SMALL_RANGE else _ranked(c, high)
+            values, digit = (np.arange(high), c) if high <= _SMALL_RANGE else ranked(c, high)
             key *= values.size
             key += digit
             digits.append(values)
         del digit
         n2, n3 = digits[1].size, digits[2].size
-        keys, codes = _ranked(key, digits[0].size * n2 * n3)
+        keys, codes = ranked(key, digits[0].size * n2 * n3)
         del key
         parts = (keys // (n2 * n3), keys // n3 % n2, keys % n3)
         rows = list(zip(*(v[p].tolist() for v, p in zip(digits, parts))))
         return rows, codes
     distinct, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
     return [tuple(r) for r in distinct.tolist()], inverse.ravel()
-
-
-def _ranked(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``values`` (integers in [0, size)) in rising order, and each value's
-    index among them: marked in a table of ``size`` entries when that is no longer than the
-    values (no sort of millions of rows), else by ``np.unique``."""
-    if size > max(values.size, 1 << 16):
-        distinct, which = np.unique(values, return_inverse=True)
-        return distinct, which.reshape(-1)
-    seen = np.zeros(size, dtype=bool)
-    seen[values] = True
-    distinct = np.flatnonzero(seen)
-    del seen
-    rank = np.zeros(size, dtype=np.intp)
-    rank[distinct] = np.arange(distinct.size)
-    return distinct, rank[values]
 
 
 def _api_category(name: str) -> int:
@@ -1287,16 +1272,6 @@ def _fixed_windows(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np
     return edges[:-1], edges[1:]
 
 
-def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Per wanted value, the index of the first row of ``keys`` holding it, or -1."""
-    if not keys.size:
-        return np.full(wanted.size, -1, dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
-    i = np.clip(np.searchsorted(k, wanted, side="left"), 0, k.size - 1)
-    return np.where(k[i] == wanted, order[i], -1)
-
-
 # Texts per row as ``(which, texts)``: each row's index into a few distinct texts (-1: none),
 # so that no string is made per row.
 Coded = tuple[np.ndarray, list[str] | np.ndarray]
@@ -1313,7 +1288,7 @@ def _joined(first: Coded, second: Coded, form: str) -> tuple[np.ndarray, list[st
     (a_codes, a_texts), (b_codes, b_texts) = first, second
     width = len(b_texts) + 1
     key = np.asarray(a_codes, dtype=np.int64) * width + (np.asarray(b_codes, dtype=np.int64) + 1)
-    keys, which = _ranked(key, len(a_texts) * width)
+    keys, which = ranked(key, len(a_texts) * width)
     labels = []
     for k in keys.tolist():
         a, b = a_texts[k // width], b_texts[k % width - 1] if k % width else ""

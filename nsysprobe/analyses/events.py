@@ -542,6 +542,16 @@ class Events:
         return f"{name} ({pid}/{tid})" if name else f"thread {pid}/{tid}"
 
 
+def first_row_of(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per wanted value, the index of the first row of ``keys`` holding it, or -1."""
+    if not keys.size:
+        return np.full(wanted.size, -1, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    i = np.clip(np.searchsorted(k, wanted, side="left"), 0, k.size - 1)
+    return np.where(k[i] == wanted, order[i], -1)
+
+
 def columns_where(df: Table, rows: np.ndarray, cols) -> dict[str, np.ndarray]:
     """The arrays of ``cols`` over the ``rows`` (a mask) of ``df``: the table's own arrays, not
     copies, when every row is wanted (one GPU, one process: most reports)."""

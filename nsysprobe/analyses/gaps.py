@@ -41,6 +41,7 @@ from nsysprobe.analyses.events import (
     Events,
     ThreadCalls,
     api_name,
+    first_row_of,
     label_at,
     per_distinct,
     rows_overlapping,
@@ -328,13 +329,9 @@ def _waited_on_threads(events: Events, dev: int, gap_ends: np.ndarray) -> np.nda
         np.concatenate([df[c][hit].astype(np.int64) for df, hit in zip(tables, hits)])
         for c in ("start", "correlationId", "globalPid")
     )
-    order = np.argsort(start, kind="stable")
-    starts, first = np.unique(start[order], return_index=True)
-    at = np.minimum(np.searchsorted(starts, gap_ends), max(starts.size - 1, 0))
-    found = starts[at] == gap_ends if starts.size else np.zeros(gap_ends.size, dtype=bool)
-    row = order[first[at]] if starts.size else at
-    pids = pid_of(np.where(found, gpid[row] if starts.size else -1, -1))
-    calls = events.issuing_calls(pids, np.where(found, corr[row] if starts.size else -1, -1))
+    row = first_row_of(start, gap_ends)  # -1 where none: it picks the -1 appended last
+    pids = pid_of(np.append(gpid, -1)[row])
+    calls = events.issuing_calls(pids, np.append(corr, -1)[row])
     threads = events.launch_threads
     fallback = np.array([threads.get(p, -1) for p in pids.tolist()], dtype=np.int64)
     tid = calls["tid"]

@@ -70,8 +70,8 @@ class Table:
             raise ValueError(f"columns of different lengths: {sorted(lengths)}")
 
     @classmethod
-    def empty(cls, names: Iterable[str], dtype=np.int64) -> Table:
-        return cls({n: np.empty(0, dtype=dtype) for n in names})
+    def empty(cls, names: Iterable[str]) -> Table:
+        return cls({n: np.empty(0, dtype=np.int64) for n in names})
 
     def __len__(self) -> int:
         return len(next(iter(self._columns.values()))) if self._columns else 0
@@ -129,10 +129,18 @@ def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(distinct, which)``: the distinct ``values`` in order of first appearance and each
     row's index into them."""
     distinct, first, which = np.unique(values, return_index=True, return_inverse=True)
+    order, which = _in_order_seen(first, which)
+    return distinct[order], which
+
+
+def _in_order_seen(first: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values sorted, ``first`` the row each first occurs in and ``which`` each row's
+    index into them -> the order of the distinct values by first occurrence, and each row's
+    index in that order."""
     order = np.argsort(first, kind="stable")
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
-    return distinct[order], rank[which.reshape(-1)]
+    return order, rank[which.reshape(-1)]
 
 
 def by_count(values: np.ndarray) -> np.ndarray:
@@ -142,10 +150,21 @@ def by_count(values: np.ndarray) -> np.ndarray:
     return distinct[np.argsort(-np.bincount(which, minlength=distinct.size), kind="stable")]
 
 
-def _ranked(values: np.ndarray) -> tuple[int, np.ndarray]:
-    """(distinct values, each value's rank among them)."""
-    distinct, rank = np.unique(values, return_inverse=True)
-    return distinct.size, rank.reshape(-1).astype(np.int64)
+def ranked(values: np.ndarray, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` in rising order, and each value's index among them. Integers
+    known to lie in [0, ``size``), with ``size`` no more than the values (or 2^16), are marked
+    in a table of ``size`` entries: no sort of millions of rows; anything else by
+    ``np.unique``."""
+    if size is None or size > max(values.size, 1 << 16):
+        distinct, which = np.unique(values, return_inverse=True)
+        return distinct, which.reshape(-1)
+    seen = np.zeros(size, dtype=bool)
+    seen[values] = True
+    distinct = np.flatnonzero(seen)
+    del seen
+    rank = np.zeros(size, dtype=np.intp)
+    rank[distinct] = np.arange(distinct.size)
+    return distinct, rank[values]
 
 
 class Groups:
@@ -160,19 +179,18 @@ class Groups:
         # values, in mixed radix; ranked again whenever the radix would overflow int64.
         combined, radix = np.zeros(n, dtype=np.int64), 1
         for k in keys:
-            distinct, rank = np.unique(k, return_inverse=True)
+            distinct, rank = ranked(k)
             width = max(distinct.size, 1)
             if radix * width >= 1 << 62:
-                radix, combined = _ranked(combined)
-            combined = combined * width + rank.reshape(-1)
+                distinct_so_far, combined = ranked(combined)
+                radix = distinct_so_far.size
+            combined = combined * width + rank
             radix *= width
         uniq, first, of_row = np.unique(combined, return_index=True, return_inverse=True)
         of_row = of_row.reshape(-1)
         if not sort:
-            order = np.argsort(first, kind="stable")
-            rank = np.empty(order.size, dtype=np.int64)
-            rank[order] = np.arange(order.size)
-            first, of_row = first[order], rank[of_row]
+            order, of_row = _in_order_seen(first, of_row)
+            first = first[order]
         self.of_row = of_row
         self.size = uniq.size
         self.keys = [k[first] for k in keys]  # each group's keys, from its first row
