@@ -8,7 +8,10 @@
 #
 # usage: scripts/capture_mistakes.sh OUT_DIR [NAME...]   (default: all, tiny_layers twice)
 #   NAME     readback dtoh_numpy empty_cache tiny_layers tiny_layers_graph slow_loader
-#            python_overhead compute_bound; tiny_layers_graph is tiny_layers.py --cuda-graph
+#            python_overhead compute_bound; tiny_layers_graph is tiny_layers.py --cuda-graph;
+#            the GPU-bound loop of workloads/gpu_bound.py: gpu_bound_fp32, gpu_bound_tf32,
+#            gpu_bound_bf16, gpu_bound_sync (fp32, loss.item() every 5 steps), gpu_bound_graph
+#            (tf32, a CUDA graph); bursty_loader is slow_loader.py --workers 4 (batches in fours)
 #   PYTHON   interpreter with torch, torchvision and nvtx<0.2.12 (default python3)
 #   STEPS    profiled steps per workload (default 20); WARMUP unprofiled steps first (default 5)
 #   RUN_ARGS extra options for nsysprobe run; WORKLOAD_ARGS for every workload
@@ -33,6 +36,12 @@ for name in "${names[@]}"; do
         readback | dtoh_numpy | empty_cache | tiny_layers | slow_loader | python_overhead | \
             compute_bound) ;;
         tiny_layers_graph) script=tiny_layers extra=(--cuda-graph) ;;
+        gpu_bound_fp32 | gpu_bound_tf32 | gpu_bound_bf16)
+            script=gpu_bound extra=(--precision "${name#gpu_bound_}")
+            ;;
+        gpu_bound_sync) script=gpu_bound extra=(--precision fp32 --sync-every 5) ;;
+        gpu_bound_graph) script=gpu_bound extra=(--precision tf32 --cuda-graph) ;;
+        bursty_loader) script=slow_loader extra=(--workers 4) ;;
         *)
             echo "$name: unknown workload (see the usage at the top of $0)"
             status=2
@@ -61,7 +70,7 @@ for name in "${names[@]}"; do
     fi
     [ "$code" -ne 0 ] && status=$code
     echo "$name: exit $code, $((SECONDS - started)) s," \
-        "$(grep -h '^steps_per_s=' "$out/$name/run-output.txt" | tail -n 1)," \
+        "$(grep -oh 'steps_per_s=[0-9.]*' "$out/$name/run-output.txt" | tail -n 1)," \
         "verdict: $(grep -h '^VERDICT' "$out/$name/run-output.txt" | head -n 1)"
 done
 exit $status

@@ -13,6 +13,7 @@ every row of the kernel, memcpy and memset tables; busy time is the **union** of
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_right
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ GPU_TABLES = (
     "CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_MEMSET",
 )
+# GPU work a CUDA call launches: what a step's CPU range projects onto the GPU.
+LAUNCHED_TABLES = GPU_TABLES + ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE",)
 PID_OF = "((({col}) >> 24) & 16777215)"
 
 
@@ -45,9 +48,10 @@ def row_count(path: Path, table: str) -> int:
 
 
 def gpu_pids(path: Path) -> list[int]:
-    present = [t for t in GPU_TABLES if t in tables(path)]
+    """The processes with GPU work: kernels, copies, memsets or CUDA graph replays."""
+    present = [t for t in LAUNCHED_TABLES if t in tables(path)]
     sql = " UNION ".join(f"SELECT {PID_OF.format(col='globalPid')} FROM {t}" for t in present)
-    return sorted(p for (p,) in query(path, sql))
+    return sorted({p for (p,) in query(path, sql)})
 
 
 def gpu_work(path: Path, pid: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -107,3 +111,60 @@ def busy_ratio_over_span(path: Path, pid: int | None = None) -> float:
     """GPU busy time over the span from the first GPU operation's start to the last's end."""
     starts, ends = gpu_work(path, pid)
     return union_ns(starts, ends) / int(ends.max() - starts.min())
+
+
+def launched_work(path: Path, pid: int) -> list[tuple[int, int]]:
+    """(start of the launching CUDA call, end of the operation) for every kernel, copy,
+    memset and graph replay of process ``pid``, joined to its call on the process and the
+    correlation id, by SQL."""
+    have = tables(path)
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in have:
+        return []
+    rows: list[tuple[int, int]] = []
+    for table in LAUNCHED_TABLES:
+        if table not in have:
+            continue
+        rows += query(
+            path,
+            f"SELECT min(r.start), g.end FROM {table} g "
+            f"JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = g.correlationId "
+            f"AND {PID_OF.format(col='r.globalTid')} = {PID_OF.format(col='g.globalPid')} "
+            f"WHERE {PID_OF.format(col='g.globalPid')} = ? GROUP BY g.rowid",
+            (pid,),
+        )
+    return rows
+
+
+def completion_windows(
+    path: Path, ranges: list[tuple[str, int, int]], pid: int
+) -> list[tuple[str, int, int]]:
+    """Each step's window (name, start, end): from the last step's completion (the first
+    step's: its range's start) to its own, a step completing when its CPU range and the GPU
+    work launched inside it (``launched_work``) have both ended, never before the step
+    before it. ``ranges``: the steps' CPU ranges in time order."""
+    starts = [s for _, s, _ in ranges]
+    done_at = [e for _, _, e in ranges]
+    for launched, end in launched_work(path, pid):
+        i = bisect_right(starts, launched) - 1
+        if i >= 0 and launched < ranges[i][2]:
+            done_at[i] = max(done_at[i], end)
+    out, last = [], None
+    for (name, start, _), done in zip(ranges, done_at):
+        begin = start if last is None else last
+        last = done if last is None else max(last, done)
+        out.append((name, begin, last))
+    return out
+
+
+def step_windows(path: Path, like: str, pid: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each step's window (``completion_windows``) for the push/pop NVTX
+    ranges named like the SQL pattern ``like`` of process ``pid`` (default: the one process
+    with GPU work; in a trace with none, every range so named, timed by itself)."""
+    if pid is None:
+        pids = gpu_pids(path)
+        if not pids:
+            ranges = [("", s, e) for s, e in nvtx_ranges(path, like)]
+            return [(s, e) for _, s, e in completion_windows(path, ranges, -1)]
+        (pid,) = pids
+    ranges = [("", s, e) for s, e in nvtx_ranges(path, like, pid)]
+    return [(s, e) for _, s, e in completion_windows(path, ranges, pid)]

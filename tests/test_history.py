@@ -6,6 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import independent
+import pytest
 from click.testing import CliRunner
 
 import nsysprobe
@@ -47,10 +49,12 @@ def test_analyze_records_metrics_paths_and_command(rung, tmp_path):
         "sqlite": str(trace),
         "html": str(html),
     }
-    # ladder baseline: 6 steps of 400 ms, 64 MiB pageable copy each
+    # ladder baseline: 6 steps of 400 ms, 0.5 ms apart (each after the first from the last
+    # one's end: 400.5 ms), 64 MiB pageable copy each
     assert row["step_count"] == 6
-    assert row["steps_per_s"] == 2.5
-    assert json.loads(row["step_wall_ns"]) == [400_000_000] * 6
+    assert row["steps_per_s"] == pytest.approx(6 / 2.4025, rel=1e-12)
+    assert json.loads(row["step_wall_ns"]) == [400_000_000] + [400_500_000] * 5
+    assert row["step_timing"] == "completion"
     assert row["pageable_htod_bytes"] == 6 * (64 << 20)
     assert row["top_recommendation"] == "multiprocess_loading"
 
@@ -66,8 +70,9 @@ def test_no_history_and_explicit_path(rung, tmp_path):
 
 
 def test_library_hook_and_listing(rung, tmp_path):
-    for name in ("baseline", "pipelined"):
-        report = nsysprobe.analyze(rung(name))
+    traces = {name: rung(name) for name in ("baseline", "pipelined")}
+    for name, trace in traces.items():
+        report = nsysprobe.analyze(trace)
         history.record(report, f"nsysprobe run workloads/{name}.py", {"folder": tmp_path})
     out = run("history").output.splitlines()
     assert out[0].split() == [
@@ -83,7 +88,9 @@ def test_library_hook_and_listing(rung, tmp_path):
         "command",
     ]
     assert out[1].split()[:2] == ["2", out[1].split()[1]]
-    assert "pipelined.sqlite  16.81" in out[1] and "gpu_bound" in out[1]
+    windows = independent.step_windows(traces["pipelined"], "Batch %")
+    rate = len(windows) * 1e9 / (windows[-1][1] - windows[0][0])
+    assert f"pipelined.sqlite  {rate:.2f}" in out[1] and "gpu_bound" in out[1]
     assert out[2].endswith("nsysprobe run workloads/baseline.py")
     assert out[-1] == f"(2 newest in {tmp_path / 'history.db'})"
     data = json.loads(run("history", "--format", "json", "--limit", "1").output)
@@ -133,6 +140,8 @@ def test_a_history_an_older_nsysprobe_made_gains_the_new_columns(rung, tmp_path)
         2.5,
     )
     assert old.metrics.exposed_copy_ns is None and old.metrics.step_wall_ns == ()
+    # An older nsysprobe timed the steps by their CPU ranges; this one to their completion.
+    assert (old.metrics.step_timing, new.metrics.step_timing) == ("cpu range", "completion")
     expected = metrics_of(report)
     assert new.metrics == expected and len(new.metrics.step_wall_ns) == expected.step_count
     assert history.get(2, path).metrics == expected

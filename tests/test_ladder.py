@@ -55,8 +55,16 @@ def plain(rung: str, repeat: int, rate: float) -> RunResult:
 
 
 def profiled(
-    rung: str, repeat: int, rate: float, rec: str | None, busy: float = 0.5, gpu: bool = True
+    rung: str,
+    repeat: int,
+    rate: float,
+    rec: str | None,
+    busy: float = 0.5,
+    gpu: bool = True,
+    analyzed: float | None = None,
 ) -> RunResult:
+    """A profiled run whose workload printed ``rate`` and whose trace the analysis read as
+    ``analyzed`` steps/s (``rate`` when not given)."""
     return RunResult(
         rung,
         repeat,
@@ -67,10 +75,12 @@ def profiled(
         gpu_activity=gpu,
         gpu_busy_ratio=busy if gpu else None,
         top_recommendation=rec,
+        analyzed_steps_per_s=rate if analyzed is None else analyzed,
     )
 
 
-# Plain steps/s per repeat, about what the H200 measured; profiled runs are 5 % slower.
+# Plain steps/s per repeat, about what the H200 measured; the profiled runs are the rungs'
+# captures, with the steps/s their workloads printed under nsys (the manifest's).
 H200 = {
     "baseline": (2.5, 2.3),
     "multiworker": (9.8, 10.0),
@@ -82,42 +92,57 @@ H200 = {
 
 
 @cache
-def analyzed(rung: str) -> tuple[str | None, float | None]:
+def analyzed(rung: str) -> tuple[str | None, float | None, float | None]:
     """The rung's capture analyzed as ``_profiled_run`` analyzes a profiled run's report: its
-    top recommendation and GPU busy ratio."""
+    top recommendation, GPU busy ratio and steps/s."""
     metrics = metrics_of(analyze(SAMPLE_TRACES / CAPTURES[rung]))
-    return metrics.top_recommendation, metrics.gpu_busy_ratio
+    return metrics.top_recommendation, metrics.gpu_busy_ratio, metrics.steps_per_s
+
+
+def clock(rung: str) -> float:
+    """What the rung's captured workload printed under nsys."""
+    return MANIFEST[CAPTURES[rung]]["steps_per_s_printed"]
 
 
 def h200_runs() -> list[RunResult]:
     runs = []
     for repeat in (1, 2):
         for rung in RUNGS:
-            rate = H200[rung][repeat - 1]
-            rec, busy = analyzed(rung)
-            runs += [plain(rung, repeat, rate), profiled(rung, repeat, rate * 0.95, rec, busy)]
+            rec, busy, rate = analyzed(rung)
+            runs += [
+                plain(rung, repeat, H200[rung][repeat - 1]),
+                profiled(rung, repeat, clock(rung), rec, busy, analyzed=rate),
+            ]
     return runs
 
 
 def busy_in_batches(rung: str) -> float:
     path = SAMPLE_TRACES / CAPTURES[rung]
-    return independent.busy_ratio_over_steps(path, independent.nvtx_ranges(path, "Batch %"))
+    return independent.busy_ratio_over_steps(path, independent.step_windows(path, "Batch %"))
+
+
+def steps_over_time(rung: str) -> float:
+    windows = independent.step_windows(SAMPLE_TRACES / CAPTURES[rung], "Batch %")
+    return len(windows) * 1e9 / (windows[-1][1] - windows[0][0])
 
 
 def test_the_table_from_two_repeats_of_every_rung():
     ladder = build_ladder(h200_runs(), RUNGS, repeats=2)
     rows = {row.rung: row for row in ladder.rows}
     assert [row.rung for row in ladder.rows] == list(RUNGS)
-    assert rows["baseline"].steps_per_s == pytest.approx(2.4)
-    assert rows["baseline"].profiled_steps_per_s == pytest.approx(2.28)
-    assert rows["baseline"].profiled_over_plain == pytest.approx(0.95)
-    assert rows["baseline"].speedup == pytest.approx(1.0)
-    assert rows["multiworker"].speedup == pytest.approx(9.9 / 2.4)
-    assert rows["prefetch"].share_of_ceiling == pytest.approx(16.5 / 16.7)
-    assert rows["cached"].share_of_ceiling == pytest.approx(1.0)
+    # steps/s: the trace's, steps over time by SQL; within 5 % of the workload's own clock
+    trace = {rung: steps_over_time(rung) for rung in RUNGS}
     for rung in RUNGS:
+        assert rows[rung].steps_per_s == pytest.approx(trace[rung], rel=1e-9)
+        assert rows[rung].profiled_steps_per_s == clock(rung)
+        assert rows[rung].steps_per_s == pytest.approx(clock(rung), rel=0.05)
         assert rows[rung].gpu_busy_ratio == pytest.approx(busy_in_batches(rung), rel=1e-12)
-    assert rows["baseline"].gpu_busy_ratio == pytest.approx(0.20347002, abs=1e-8)
+    assert rows["baseline"].plain_steps_per_s == pytest.approx(2.4)
+    assert rows["baseline"].profiled_over_plain == pytest.approx(clock("baseline") / 2.4)
+    assert rows["baseline"].speedup == pytest.approx(1.0)
+    assert rows["multiworker"].speedup == pytest.approx(trace["multiworker"] / trace["baseline"])
+    assert rows["prefetch"].share_of_ceiling == pytest.approx(trace["prefetch"] / trace["cached"])
+    assert rows["cached"].share_of_ceiling == pytest.approx(1.0)
     assert {rung: row.top_recommendation for rung, row in rows.items()} == RECORDED
     assert {rung: row.recommendations for rung, row in rows.items()} == {
         rung: (verdict, verdict) for rung, verdict in RECORDED.items()
@@ -150,7 +175,7 @@ def test_an_unexpected_recommendation_is_a_problem_naming_the_analysis():
     index = next(
         i for i, r in enumerate(runs) if (r.rung, r.repeat, r.profiled) == ("pinned", 2, True)
     )
-    runs[index] = profiled("pinned", 2, 15.7 * 0.95, analyzed("streams")[0])
+    runs[index] = profiled("pinned", 2, clock("pinned"), analyzed("streams")[0])
     ladder = build_ladder(runs, RUNGS, repeats=2, folder=Path("out"))
     pinned = ladder.rows[RUNGS.index("pinned")]
     assert pinned.check == "unexpected"
@@ -210,12 +235,13 @@ def test_json_schema():
         "runs",
         "problems",
     ]
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["workload_options"]["workers"] == 8
     assert set(data["rows"][0]) == {
         "rung",
         "steps_per_s",
         "profiled_steps_per_s",
+        "plain_steps_per_s",
         "speedup",
         "share_of_ceiling",
         "gpu_busy_ratio",
@@ -285,6 +311,11 @@ def printed(log: Path) -> float:
     return float(PRINTED.findall(log.read_text())[-1])
 
 
+def trace_rate(path: Path) -> float:
+    windows = independent.step_windows(path, "Batch %")
+    return len(windows) * 1e9 / (windows[-1][1] - windows[0][0])
+
+
 def test_real_ladder_on_the_cpu(real_ladder):
     out, result = real_ladder
     assert result.exit_code == 0, result.output
@@ -293,17 +324,27 @@ def test_real_ladder_on_the_cpu(real_ladder):
     ceil_plain = printed(out / "cached" / "plain-1.log")
     ceil_prof = printed(out / "cached" / "profiled-1" / "nsys.log")
 
+    # The trace's steps/s, by SQL: without a GPU the capture has no range and holds the
+    # warm-up step too, so it is not held to the workload's clock.
+    base_trace, ceil_trace = (
+        trace_rate(out / rung / "profiled-1" / "report.sqlite") for rung in ("baseline", "cached")
+    )
     data = json.loads((out / "ladder.json").read_text())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["problems"] == []
     baseline, cached = data["rows"]
     assert (baseline["rung"], cached["rung"]) == ("baseline", "cached")
-    assert (baseline["steps_per_s"], baseline["profiled_steps_per_s"]) == (base_plain, base_prof)
-    assert (cached["steps_per_s"], cached["profiled_steps_per_s"]) == (ceil_plain, ceil_prof)
+    assert baseline["steps_per_s"] == pytest.approx(base_trace, rel=1e-9)
+    assert cached["steps_per_s"] == pytest.approx(ceil_trace, rel=1e-9)
+    assert (baseline["plain_steps_per_s"], baseline["profiled_steps_per_s"]) == (
+        base_plain,
+        base_prof,
+    )
+    assert (cached["plain_steps_per_s"], cached["profiled_steps_per_s"]) == (ceil_plain, ceil_prof)
     assert baseline["profiled_over_plain"] == pytest.approx(base_prof / base_plain)
     assert cached["profiled_over_plain"] == pytest.approx(ceil_prof / ceil_plain)
-    assert cached["speedup"] == pytest.approx(ceil_plain / base_plain)
-    assert baseline["share_of_ceiling"] == pytest.approx(base_plain / ceil_plain)
+    assert cached["speedup"] == pytest.approx(ceil_trace / base_trace)
+    assert baseline["share_of_ceiling"] == pytest.approx(base_trace / ceil_trace)
     for row in (baseline, cached):
         assert row["top_recommendation"] == "capture_incomplete"
         assert row["check"] == "no_gpu"
@@ -313,18 +354,20 @@ def test_real_ladder_on_the_cpu(real_ladder):
     assert lines[0].split("  ")[0] == HEADER[0]
     assert re.split(r"\s{2,}", lines[2]) == [
         "baseline",
-        f"{base_plain:.2f}",
+        f"{base_trace:.2f}",
+        f"{base_prof:.2f}",
         "1.00x",
-        f"{base_plain / ceil_plain:.1%}",
+        f"{base_trace / ceil_trace:.1%}",
         "-",
         f"{base_prof / base_plain:.3f}",
         "capture_incomplete",
         "not checked: no GPU",
     ]
-    assert re.split(r"\s{2,}", lines[3])[:4] == [
+    assert re.split(r"\s{2,}", lines[3])[:5] == [
         "cached",
-        f"{ceil_plain:.2f}",
-        f"{ceil_plain / base_plain:.2f}x",
+        f"{ceil_trace:.2f}",
+        f"{ceil_prof:.2f}",
+        f"{ceil_trace / base_trace:.2f}x",
         "100.0%",
     ]
 
@@ -336,9 +379,9 @@ def test_real_ladder_writes_its_files_and_reports_progress(real_ladder):
         assert {p.name for p in (out / rung).iterdir()} == {"plain-1.log", "profiled-1"}
         folder = out / rung / "profiled-1"
         assert {"report.sqlite", "analysis.json", "nsys.log"} <= {p.name for p in folder.iterdir()}
-        assert json.loads((folder / "analysis.json").read_text())["schema_version"] == 1
+        assert json.loads((folder / "analysis.json").read_text())["schema_version"] == 2
     markdown = (out / "ladder.md").read_text()
-    assert markdown.startswith("| rung | steps/s | speed-up |")
+    assert markdown.startswith("| rung | steps/s | workload's clock | speed-up |")
     assert "| cached |" in markdown
     runs = json.loads((out / "ladder.json").read_text())["runs"]
     assert [(r["rung"], r["mode"]) for r in runs] == [
@@ -357,10 +400,10 @@ def test_real_ladder_writes_its_files_and_reports_progress(real_ladder):
         "cached 1/1 plain",
         "cached 1/1 profiled",
     ]
+    row = json.loads((out / "ladder.json").read_text())["rows"][0]
     assert progress[1].startswith(
-        "nsysprobe: baseline 1/1 profiled: "
-        f"{json.loads((out / 'ladder.json').read_text())['rows'][0]['profiled_steps_per_s']:.3f}"
-        " steps/s, top recommendation capture_incomplete ("
+        f"nsysprobe: baseline 1/1 profiled: {row['profiled_steps_per_s']:.3f} steps/s "
+        f"({row['steps_per_s']:.3f} from the trace), top recommendation capture_incomplete ("
     )
     assert progress[-1] == f"nsysprobe: runs, ladder.json and ladder.md in {out}"
 
@@ -399,7 +442,9 @@ def test_a_failing_workload_exits_1_naming_the_rung_and_log(tmp_path, nsys):
         ("baseline", "failed"),
         ("cached", "no_gpu"),
     ]
-    assert data["rows"][1]["steps_per_s"] == 4.0
+    # the stand-in's trace holds no steps to time; its clock said 4.0
+    assert data["rows"][1]["steps_per_s"] is None
+    assert data["rows"][1]["profiled_steps_per_s"] == data["rows"][1]["plain_steps_per_s"] == 4.0
     assert "not checked: run failed" in (out / "ladder.md").read_text()
     assert not (out / "baseline" / "profiled-1").exists()
 

@@ -107,15 +107,15 @@ def test_two_process_report_gives_one_rank_per_process(client):
 
 def test_ranks_of_one_report_are_busy_over_their_own_steps(client, tmp_path):
     """A DDP job as one report (``nsys profile torchrun``) whose rank 1 has a slow GPU: each
-    rank's busy ratio is the union of its own process's GPU work inside its own ``step N``
-    ranges over their wall time."""
+    rank's busy ratio is the union of its own process's GPU work inside its own steps (its
+    ``step N`` ranges, each to its completion on the GPU) over their wall time."""
     exs, _ = ddp.build(ddp.Job(ranks=3, slow_rank=1, slow="gpu"))
     path = ddp.save_one_report(exs, tmp_path / "job.sqlite")
     pids = [ddp.pid(r) for r in range(3)]
     assert independent.gpu_pids(path) == pids
     expected = {
         pid: independent.busy_ratio_over_steps(
-            path, independent.nvtx_ranges(path, "step %", pid), pid
+            path, independent.step_windows(path, "step %", pid), pid
         )
         for pid in pids
     }
@@ -133,10 +133,10 @@ def test_ranks_of_one_report_are_busy_over_their_own_steps(client, tmp_path):
 
 def test_pid_filter_on_a_single_process_report():
     """The one process of a single-process report: the same steps and busy ratio with and
-    without ``pid``, both the union of the GPU work in the 20 ``Batch N`` ranges over their
-    wall time."""
+    without ``pid``, both the union of the GPU work in the 20 ``Batch N`` steps (each to its
+    completion on the GPU) over their wall time."""
     (pid,) = independent.gpu_pids(PINNED)
-    batches = independent.nvtx_ranges(PINNED, "Batch %")
+    batches = independent.step_windows(PINNED, "Batch %")
     assert len(batches) == 20
     expected = independent.busy_ratio_over_steps(PINNED, batches)
     for report in (analyze(PINNED), analyze(PINNED, pid=pid)):
@@ -152,7 +152,7 @@ def test_local_cluster_finds_the_straggler(client, rank_folder):
     assert len({r.worker for r in many.ranks}) == 2  # both workers took reports
     for i, rank in enumerate(many.ranks):
         path = rank_folder / f"rank{i}.sqlite"
-        steps = independent.nvtx_ranges(path, "step %")
+        steps = independent.step_windows(path, "step %")
         assert rank.busy_basis == "steps"
         assert rank.gpu_busy_ratio == pytest.approx(
             independent.busy_ratio_over_steps(path, steps), rel=1e-12

@@ -93,9 +93,11 @@ def parse_args(
     sizes: dict[str, Size],
     argv: list[str] | None = None,
     flags: dict[str, str] | None = None,
+    choices: dict[str, tuple[tuple[str, ...], str]] | None = None,
 ) -> Config:
-    """Options ``--steps --warmup``, ``sizes`` (GPU or CPU defaults), ``--device --seed``, and
-    ``flags`` (name: help), which are off unless given; all of them go into the config line.
+    """Options ``--steps --warmup``, ``sizes`` (GPU or CPU defaults), ``--device --seed``,
+    ``flags`` (name: help), which are off unless given, and ``choices`` (name: (values, help)),
+    the first value by default; all of them go into the config line.
 
     Seeds Python's and torch's random generators with ``--seed``.
     """
@@ -111,6 +113,13 @@ def parse_args(
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and data (default 0)")
     for name, text in (flags or {}).items():
         parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
+    for name, (values, text) in (choices or {}).items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            choices=values,
+            default=values[0],
+            help=f"{text} (default {values[0]})",
+        )
     config = parser.parse_args(argv, namespace=Config())
     try:
         config.device = choose_device(config.device)
@@ -125,7 +134,7 @@ def parse_args(
         if getattr(config, name) < size.minimum:
             parser.error(f"--{name.replace('_', '-')} must be at least {size.minimum}")
     config.script = script
-    config.shown = (*every, "seed", *(flags or {}))
+    config.shown = (*every, "seed", *(flags or {}), *(choices or {}))
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     return config

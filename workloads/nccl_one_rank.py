@@ -4,8 +4,10 @@ DDP ResNet-18 (``bucket_cap_mb=5``, batch 32 of 3x224x224 on the GPU) on a one-r
 process group, then per step the collectives a training job issues: ``all_reduce`` of 4 kB,
 4 MB and 64 MB, ``all_gather_into_tensor``, ``broadcast`` and ``reduce_scatter_tensor``. Eight
 steps in NVTX ranges ``step i``, captured between ``cudaProfilerStart``/``Stop`` after three
-warm-up steps. With one rank NCCL launches no kernels: its ranges (``ncclAllReduce``, ... in the
-``NCCL`` NVTX domain) issue device-to-device copies where a copy is needed, or nothing.
+warm-up steps, and timed as the other workloads time theirs (``steps_per_s=`` last: the
+device synchronized before the first profiled step and after the last). With one rank NCCL
+launches no kernels: its ranges (``ncclAllReduce``, ... in the ``NCCL`` NVTX domain) issue
+device-to-device copies where a copy is needed, or nothing.
 
     nsys profile --trace=cuda,nvtx,osrt --capture-range=cudaProfilerApi \
         --capture-range-end=stop -o nccl1 python workloads/nccl_one_rank.py
@@ -14,6 +16,7 @@ warm-up steps. With one rank NCCL launches no kernels: its ranges (``ncclAllRedu
 from __future__ import annotations
 
 import os
+import time
 
 import nvtx
 import torch
@@ -46,6 +49,7 @@ def main() -> None:
     tensors = [torch.ones(n, device="cuda") for n in (1024, 1 << 20, 16 << 20)]
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
+    started = time.perf_counter()
     for i in range(STEPS):
         with nvtx.annotate(f"step {i}", color="green"):
             train_step()
@@ -55,8 +59,10 @@ def main() -> None:
             dist.broadcast(tensors[1], 0)
             dist.reduce_scatter_tensor(torch.empty(1 << 20, device="cuda"), tensors[1])
     torch.cuda.synchronize()
+    elapsed = time.perf_counter() - started
     torch.cuda.profiler.stop()
     print("nccl", torch.cuda.nccl.version())
+    print(f"steps_per_s={STEPS / elapsed:.3f}", flush=True)
     dist.destroy_process_group()
 
 

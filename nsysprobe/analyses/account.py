@@ -86,7 +86,8 @@ from nsysprobe.analyses.events import (
     sweep,
 )
 from nsysprobe.analyses.gaps import LAUNCH_APIS, SLOW_LAUNCH_NS, SYNC_APIS, osrt_category
-from nsysprobe.analyses.steps import StepRanges, find_steps
+from nsysprobe.analyses.steps import find_steps
+from nsysprobe.analyses.windows import StepWindows
 from nsysprobe.common.table import Labels, Table, by_count, descending, ranked
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
@@ -266,13 +267,14 @@ _FIND = object()
 
 
 def analyze_account(
-    events: Events, step_range: str | None = None, *, steps: StepRanges | None | object = _FIND
+    events: Events, step_range: str | None = None, *, steps: StepWindows | None | object = _FIND
 ) -> AccountResult:
     """One account per (process, GPU) with GPU work; see the module docstring.
 
-    ``steps``: what ``find_steps(events, step_range)`` already returned (None included), so a
-    report holding one process does not look for its steps twice; without it they are found
-    here. A report holding several processes has each one's steps found in its own events.
+    ``steps``: the windows of the steps ``find_steps(events, step_range)`` found
+    (``windows.project``; None when it found none), so a report holding one process does not
+    look for its steps twice; without it they are found here. A report holding several
+    processes has each one's steps found in its own events.
     """
     work = events.work_per_pair
     pairs = sorted((p, d) for d, pids in events.device_pids.items() for p in pids)
@@ -289,7 +291,9 @@ def analyze_account(
             if len(pids) == 1 and steps is not _FIND:
                 found = steps
             else:
-                found = find_steps(events, step_range, pid=None if len(pids) == 1 else pid)
+                ranges = find_steps(events, step_range, pid=None if len(pids) == 1 else pid)
+                found = None if ranges is None else ranges.windows(events)
+                del ranges
         except InputError:
             if len(pids) == 1:
                 raise
@@ -328,29 +332,26 @@ class _ProcessDevice:
         self.loaders = loaders
         self.nccl = nccl  # the calls made inside NCCL's NVTX ranges (``nccl_issued``)
         self.ops = self._ops()
-        if steps is not None and not self._any_work_in(steps.ranges):
+        if steps is not None and not self._any_work_in(steps):
             steps = None  # none of this GPU work falls in a step: the steps are another's
+        self.steps = steps
         self.step_thread = steps.thread if steps is not None else None
-        if steps is not None and len(steps.ranges):
-            r = steps.ranges
-            self.win_e = r["end"]
-            # Start/end ranges may overlap: a step starts no earlier than the last one ended,
-            # so no time is in two steps.
-            ended = np.maximum.accumulate(self.win_e)
-            self.win_s = r["start"].copy()
-            self.win_s[1:] = np.minimum(np.maximum(self.win_s[1:], ended[:-1]), self.win_e[1:])
-            self.win_names = np.asarray(r["name"], dtype=object)  # texts (``find_steps``)
-            self.windows = f"NVTX range '{steps.pattern}'"
+        if steps is not None and steps.count:
+            self.win_s, self.win_e = steps.start, steps.end
+            self.win_names = steps.names  # texts (``find_steps``)
+            self.windows = f"NVTX range '{steps.pattern}', each to its completion"
         else:
             self.win_s, self.win_e = _fixed_windows(self.ops["start"], self.ops["end"])
             self.win_names = np.array([f"window {i}" for i in range(self.win_s.size)])
-            self.windows = f"{self.win_s.size} equal windows over the GPU work (no step range)"
+            self.windows = "equal windows over the GPU work, no step range"
         self.runtime = self._runtime()
 
-    def _any_work_in(self, ranges: Table) -> bool:
-        """Does any of the process's GPU work on the device overlap one of the (top-level,
-        sorted) ranges?"""
-        by = (ranges["start"], ranges["end"])
+    def _any_work_in(self, steps: StepWindows) -> bool:
+        """Does any of the process's GPU work on the device overlap the steps' windows (from
+        the first step's start to the last one's completion)?"""
+        if not steps.count:
+            return False
+        by = (steps.start[:1], steps.end[-1:])
         return bool(iv.overlaps_any(self.ops["start"], self.ops["end"], by).any())
 
     # -- inputs -------------------------------------------------------------------------
@@ -927,15 +928,24 @@ class _ProcessDevice:
         return [ThreadCalls(df, thread) for df in (self.runtime, self.ev.osrt, self.ev.nvtx)]
 
     def _first_htod(self, is_htod: np.ndarray) -> np.ndarray:
-        """Per operation: is it the first host-to-device copy in its step window?"""
-        op_s = self.ops["start"]
+        """Per operation: is it the first host-to-device copy its step launched (from inside
+        the step's CPU range; a copy launched outside every step range: the first in its
+        window)?"""
         htod = np.flatnonzero(is_htod)
-        out = np.zeros(op_s.size, dtype=bool)
+        out = np.zeros(is_htod.size, dtype=bool)
         if not htod.size:
             return out
-        w = np.searchsorted(self.win_s, op_s[htod], side="right") - 1
-        first = np.ones(htod.size, dtype=bool)
-        first[1:] = w[1:] != w[:-1]
+        call = self._op_calls[htod]
+        known = call >= 0
+        launched = self.ops["start"][htod].copy()
+        launched[known] = self.runtime["start"][call[known]]
+        cpu_s, cpu_e = self.steps.cpu_start, self.steps.cpu_end
+        step = np.searchsorted(cpu_s, launched, side="right") - 1
+        inside = step >= 0
+        inside[inside] = launched[inside] < cpu_e[step[inside]]
+        window = np.searchsorted(self.win_s, self.ops["start"][htod], side="right") - 1
+        group = np.where(inside, step, cpu_s.size + window)
+        _, first = np.unique(group, return_index=True)
         out[htod[first]] = True
         return out
 

@@ -457,12 +457,27 @@ class Events:
     def issuing_calls(self, pids: np.ndarray, corrs: np.ndarray) -> Table:
         """The CUDA API call behind each (process, correlation id): columns ``tid`` and
         ``nameId``, NaN where the call is not in the trace (the first call of an id that
-        occurs twice). Correlation ids are per process, so the join uses both; each
-        process's calls are put in order of their ids once (``_calls_by_id``), for every
-        analysis that joins them."""
+        occurs twice; see ``issuing_rows``)."""
+        row = self.issuing_rows(pids, corrs)
+        found = row >= 0
+        out = {}
+        for col in ("globalTid", "nameId"):
+            values = self.runtime[col]
+            if found.all():
+                out[col] = values[row]
+            else:  # as a left join gives them: floats, NaN where no call matched
+                out[col] = np.full(row.size, np.nan)
+                out[col][found] = values[row[found]]
+        return Table({"tid": out["globalTid"], "nameId": out["nameId"]})
+
+    def issuing_rows(self, pids: np.ndarray, corrs: np.ndarray) -> np.ndarray:
+        """The row of ``runtime`` holding the CUDA API call behind each (process, correlation
+        id), -1 where the call is not in the trace (the first call of an id that occurs
+        twice). Correlation ids are per process, so the join uses both; each process's calls
+        are put in order of their ids once (``_calls_by_id``), for every analysis that joins
+        them."""
         pids, corrs = np.asarray(pids, dtype=np.int64), np.asarray(corrs, dtype=np.int64)
-        found = np.zeros(pids.size, dtype=bool)
-        row = np.zeros(pids.size, dtype=np.int64)
+        row = np.full(pids.size, -1, dtype=np.int64)
         for pid in np.unique(pids).tolist():
             if pid not in self._calls_by_id:
                 continue
@@ -475,18 +490,8 @@ class Events:
                 want = corrs[sel].astype(ids.dtype)
             at = np.minimum(np.searchsorted(ids, want), ids.size - 1)
             hit = ids[at] == want
-            found[sel[hit]] = True
             row[sel[hit]] = at[hit] if rows is None else rows[at[hit]]
-        row = row[found]
-        out = {}
-        for col in ("globalTid", "nameId"):
-            values = self.runtime[col]
-            if found.all():
-                out[col] = values[row]
-            else:  # as a left join gives them: floats, NaN where no call matched
-                out[col] = np.full(pids.size, np.nan)
-                out[col][found] = values[row]
-        return Table({"tid": out["globalTid"], "nameId": out["nameId"]})
+        return row
 
     @cached_property
     def _calls_by_id(self) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:

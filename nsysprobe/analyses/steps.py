@@ -10,14 +10,13 @@ range below the top level (inside an ``epoch`` range) is taken. PyTorch's per-op
 ranges (``aten::...``) are never steps. ``--step-range NAME`` picks it instead (an exact name,
 or a pattern such as ``Batch #``).
 
-Per step: wall time (the range's length), GPU busy time (the **union** of GPU work on every
-device intersected with the step's window), GPU idle time (wall minus busy), and the CPU time
-of each direct child range on the step's thread (the **sum** of that child's ranges in the
-step, e.g. ``get batch``, ``copy batch``, ``Compute``). Steps per second is one over the
-median step's wall time.
-
-GPU work is asynchronous: kernels launched in one step may run in the next step's window.
-Over many steps the busy share is right; a single step's split is approximate.
+Per step: its window (``windows.py``: from the last step's completion to its own, a step
+being complete when its CPU range and the GPU work it launched have both ended), GPU busy
+time (the **union** of GPU work on every device within the window), GPU idle time (the window
+minus busy), its CPU range and the GPU work it launched, and the CPU time of each direct child
+range on the step's thread (the **sum** of that child's ranges in the step's CPU range, e.g.
+``get batch``, ``copy batch``, ``Compute``). Steps per second is steps over time (the first
+step's start to the last completion), with the median and spread of the windows beside it.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, grouped_in_blocks, range_pattern, top_level
+from nsysprobe.analyses.windows import NO_WORK, Pace, StepWindows, pace, project
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
@@ -54,10 +54,15 @@ class ChildTime:
 class StepRow:
     index: int
     name: str
-    start_ns: int
-    wall_ns: int
-    gpu_busy_ns: int  # union of GPU work within the step's window
+    start_ns: int  # the window's start: the last step's completion (the first: its CPU start)
+    wall_ns: int  # the window: to this step's completion
+    gpu_busy_ns: int  # union of GPU work within the window
     gpu_idle_ns: int  # wall_ns - gpu_busy_ns
+    cpu_start_ns: int  # the step's NVTX range
+    cpu_ns: int
+    gpu_start_ns: int | None  # the GPU work the range launched (None: it launched none)
+    gpu_end_ns: int | None
+    gpu_ops: int
     children: tuple[ChildTime, ...]
 
 
@@ -69,16 +74,18 @@ class ChildSummary:
 
 
 @dataclass(frozen=True)
-class StepsResult:
+class StepsResult(Pace):
+    """The pace of the loop (``windows.Pace``: steps/s, the windows' median and spread, which
+    side sets the pace), then the steps themselves."""
+
     range_pattern: str
     thread: str
     count: int
-    median_step_ns: int
     mean_step_ns: int
-    steps_per_s: float  # 1 / median step
+    median_cpu_ns: int  # median of the steps' CPU ranges
     gpu_busy_ratio: float  # sum of per-step busy / sum of wall
     children: tuple[ChildSummary, ...]
-    rows: tuple[StepRow, ...]
+    rows: tuple[StepRow, ...]  # the first ROWS_LISTED steps
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,10 @@ class StepRanges:
     # sorted by start
     ranges: Table
     all_ranges: Table  # every NVTX range of the events (``Events.nvtx``), all processes'
+
+    def windows(self, events: Events) -> StepWindows:
+        """Where each step ran on the GPU (``windows.project``)."""
+        return project(events, self.pattern, self.thread, self.ranges)
 
 
 def find_steps(
@@ -135,18 +146,22 @@ def find_steps(
 def analyze_steps(events: Events, step_range: str | None = None) -> StepsResult | None:
     """The per-step breakdown, or None when no repeating top-level range exists."""
     found = find_steps(events, step_range)
-    return None if found is None else step_breakdown(events, found)
+    return None if found is None else step_breakdown(events, found, found.windows(events))
 
 
-def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
-    """The per-step breakdown of the steps ``find_steps`` found in ``events``."""
+def step_breakdown(events: Events, found: StepRanges, windows: StepWindows) -> StepsResult:
+    """The per-step breakdown of the steps ``find_steps`` found in ``events``, timed by their
+    ``windows`` (``windows.project``)."""
     chosen, thread, steps, ranges = found.pattern, found.thread, found.ranges, found.all_ranges
-
-    s, e = steps["start"], steps["end"]
+    s, e = windows.start, windows.end
     busy_ns = iv.covered(s, e, events.busy_all)
     wall = e - s
-
+    cpu = windows.cpu_end - windows.cpu_start
     children = _children(ranges.take(ranges["globalTid"] == thread), steps)
+
+    def when(t: int) -> int | None:
+        return None if t == NO_WORK else int(t)
+
     rows = tuple(
         StepRow(
             index=i,
@@ -155,13 +170,17 @@ def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
             wall_ns=int(wall[i]),
             gpu_busy_ns=int(busy_ns[i]),
             gpu_idle_ns=int(wall[i] - busy_ns[i]),
+            cpu_start_ns=int(windows.cpu_start[i]),
+            cpu_ns=int(cpu[i]),
+            gpu_start_ns=when(windows.gpu_start[i]),
+            gpu_end_ns=when(windows.gpu_end[i]),
+            gpu_ops=int(windows.gpu_ops[i]),
             children=tuple(
                 ChildTime(name=n, cpu_ns=int(ns)) for n, ns in children.get(i, {}).items()
             ),
         )
         for i in range(min(len(steps), ROWS_LISTED))
     )
-    median = int(np.median(wall))
     summaries = []
     names = sorted({n for d in children.values() for n in d})
     if names:
@@ -181,12 +200,12 @@ def step_breakdown(events: Events, found: StepRanges) -> StepsResult:
                 )
             )
     return StepsResult(
+        **vars(pace(windows, busy_ns)),
         range_pattern=chosen,
         thread=events.thread_label(thread),
         count=len(steps),
-        median_step_ns=median,
         mean_step_ns=int(wall.mean()),
-        steps_per_s=1e9 / median if median else 0.0,
+        median_cpu_ns=int(np.median(cpu)),
         gpu_busy_ratio=iv.busy_ratio(busy_ns.sum(), wall.sum()),
         children=tuple(summaries),
         rows=rows,

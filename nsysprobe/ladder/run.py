@@ -13,14 +13,20 @@ both alike. The output folder holds::
 
 One row per rung (``build_ladder``, a pure function of the runs):
 
-    steps_per_s          median of the plain runs' steps/s, as the workload printed them
+    steps_per_s          median over the profiled runs of the steps/s nsysprobe's analysis
+                         reads from the trace (steps over time, each step to its completion)
+    profiled_steps_per_s median of the profiled runs' steps/s as the workload's own clock
+                         printed them: the analysis must agree within ``CLOCK_TOLERANCE``
+                         (checked where the run has GPU work: without a GPU the capture has
+                         no capture range and holds the warm-up steps too)
+    plain_steps_per_s    median of the plain runs' steps/s, as the workload printed them
     speedup              steps_per_s / the baseline's
     share_of_ceiling     steps_per_s / the cached rung's (the compute ceiling); noise can put a
                          rung slightly above 1
     gpu_busy_ratio       median over the profiled runs of the GPU busy share as ``nsysprobe
                          compare`` shows it (union of GPU work in the steps / their wall time);
                          None when the trace has no GPU activity
-    profiled_over_plain  median profiled steps/s / median plain steps/s, both printed by the
+    profiled_over_plain  profiled_steps_per_s / plain_steps_per_s, both printed by the
                          workload: 1 minus it is what profiling costs
     top_recommendation   the most frequent first recommendation over the profiled runs
     check                ``expected``: every profiled run's first recommendation is the rung's
@@ -47,7 +53,11 @@ from nsysprobe.capture.profile import DEFAULT_RUNS_DIR, LOG_FILE, ProfileOptions
 from nsysprobe.errors import InputError, NothingCaptured, NsysprobeError
 from nsysprobe.report.saved import ANALYSIS_FILE
 
-SCHEMA_VERSION = 1
+# 2: steps_per_s is the analysis's figure from the trace (the workload's: profiled_steps_per_s
+# and plain_steps_per_s); 1 had the plain runs' figure there.
+SCHEMA_VERSION = 2
+# The analysis's steps/s and the workload's own clock may differ by this much (a share).
+CLOCK_TOLERANCE = 0.05
 RUNGS = ("baseline", "multiworker", "pinned", "streams", "prefetch", "cached")
 WORKER_RUNGS = frozenset({"multiworker", "pinned", "streams", "prefetch"})
 BASELINE, CEILING = "baseline", "cached"
@@ -127,6 +137,7 @@ class RunResult:
     gpu_activity: bool | None = None  # profiled: whether the trace has GPU work
     gpu_busy_ratio: float | None = None  # profiled, with GPU activity
     top_recommendation: str | None = None  # profiled: the first recommendation's id
+    analyzed_steps_per_s: float | None = None  # profiled: the analysis's, from the trace
 
     @property
     def mode(self) -> str:
@@ -136,8 +147,9 @@ class RunResult:
 @dataclass(frozen=True)
 class Row:
     rung: str
-    steps_per_s: float | None
-    profiled_steps_per_s: float | None
+    steps_per_s: float | None  # the analysis's, from the profiled runs' traces
+    profiled_steps_per_s: float | None  # the workload's clock under nsys
+    plain_steps_per_s: float | None  # the workload's clock without nsys
     speedup: float | None
     share_of_ceiling: float | None
     gpu_busy_ratio: float | None
@@ -253,13 +265,14 @@ def build_ladder(
     folder: Path | None = None,
 ) -> Ladder:
     """The table from the runs: one row per rung in ``rungs`` (see the module docstring)."""
-    plain = {rung: _median(runs, rung, profiled=False) for rung in rungs}
-    base, ceiling = plain.get(BASELINE), plain.get(CEILING)
+    analyzed = {rung: _median(runs, rung, profiled=True, analyzed=True) for rung in rungs}
+    base, ceiling = analyzed.get(BASELINE), analyzed.get(CEILING)
     rows = []
     for rung in rungs:
         mine = [r for r in runs if r.rung == rung]
         profiled = [r for r in mine if r.profiled and r.error is None]
-        rate, profiled_rate = plain[rung], _median(runs, rung, profiled=True)
+        rate = analyzed[rung]
+        plain, profiled_rate = _median(runs, rung, False), _median(runs, rung, True)
         busy = [r.gpu_busy_ratio for r in profiled if r.gpu_busy_ratio is not None]
         recommendations = tuple(r.top_recommendation for r in profiled)
         rows.append(
@@ -267,10 +280,11 @@ def build_ladder(
                 rung=rung,
                 steps_per_s=rate,
                 profiled_steps_per_s=profiled_rate,
+                plain_steps_per_s=plain,
                 speedup=_ratio(rate, base),
                 share_of_ceiling=_ratio(rate, ceiling),
                 gpu_busy_ratio=statistics.median(busy) if busy else None,
-                profiled_over_plain=_ratio(profiled_rate, rate),
+                profiled_over_plain=_ratio(profiled_rate, plain),
                 top_recommendation=(
                     Counter(recommendations).most_common(1)[0][0] if recommendations else None
                 ),
@@ -315,7 +329,8 @@ def _problems(rows: list[Row], runs: Sequence[RunResult], folder: Path | None) -
             )
         elif not any(r.profiled for r in mine):
             problems.append(f"rung {row.rung}: no profiled run")
-        elif row.check == "unexpected":
+            continue
+        if row.check == "unexpected":
             odd = next(
                 r
                 for r in mine
@@ -326,15 +341,30 @@ def _problems(rows: list[Row], runs: Sequence[RunResult], folder: Path | None) -
                 f"expected {row.expected_recommendation} (profiled run {odd.repeat}); "
                 f"see {base / (odd.folder or '') / ANALYSIS_FILE}"
             )
+        for run in mine:
+            # Without a GPU the capture has no range: it holds the warm-up steps too.
+            timed = run.profiled and run.gpu_activity
+            off = _ratio(run.analyzed_steps_per_s, run.steps_per_s if timed else None)
+            if off is not None and abs(off - 1) > CLOCK_TOLERANCE:
+                problems.append(
+                    f"rung {row.rung}: the trace gives {run.analyzed_steps_per_s:.3f} steps/s, "
+                    f"the workload's clock {run.steps_per_s:.3f} (profiled run {run.repeat}); "
+                    f"see {base / (run.folder or '') / ANALYSIS_FILE}"
+                )
     return problems
 
 
-def _median(runs: Sequence[RunResult], rung: str, profiled: bool) -> float | None:
+def _median(
+    runs: Sequence[RunResult], rung: str, profiled: bool, analyzed: bool = False
+) -> float | None:
+    """The median steps/s of the rung's plain or profiled runs, as the workload printed them
+    or (``analyzed``) as the analysis of their traces gives them."""
     rates = [
-        r.steps_per_s
+        r.analyzed_steps_per_s if analyzed else r.steps_per_s
         for r in runs
-        if r.rung == rung and r.profiled == profiled and r.steps_per_s is not None
+        if r.rung == rung and r.profiled == profiled and r.error is None
     ]
+    rates = [rate for rate in rates if rate is not None]
     return statistics.median(rates) if rates else None
 
 
@@ -422,6 +452,7 @@ def _profiled_run(
         gpu_activity=gpu,
         gpu_busy_ratio=metrics.gpu_busy_ratio if gpu else None,
         top_recommendation=metrics.top_recommendation,
+        analyzed_steps_per_s=metrics.steps_per_s,
     )
 
 
@@ -439,5 +470,7 @@ def _progress_line(run: RunResult, repeats: int, seconds: float, output: Path) -
         return f"{head}: FAILED: {run.error}; see {output / run.log}"
     line = f"{head}: {run.steps_per_s:.3f} steps/s"
     if run.profiled:
+        if run.analyzed_steps_per_s is not None:
+            line += f" ({run.analyzed_steps_per_s:.3f} from the trace)"
         line += f", top recommendation {run.top_recommendation or 'none'}"
     return f"{line} ({seconds:.0f} s)"

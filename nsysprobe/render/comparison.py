@@ -29,9 +29,10 @@ HEADER = (
     "top recommendation",
 )
 NOTE = (
-    "speed-up = steps/s over the first run's (steps/s = 1 / median step); vs first = "
-    "Mann-Whitney U test on the per-step wall times; pageable HtoD and exposed copy are totals "
-    "over each capture"
+    "speed-up = steps/s over the first run's (steps/s = steps / the time from the first "
+    "step's start to the last one's completion); vs first = Mann-Whitney U test on the "
+    "per-step wall times (each step from the last one's completion to its own); pageable "
+    "HtoD and exposed copy are totals over each capture"
 )
 
 

@@ -431,6 +431,10 @@ def _bar_legend(items: list[tuple[str, str]], x0: float, y: float) -> list[Shape
 
 
 def steps_figure(report: Report, tl: Timeline | None = None) -> Figure:
+    """Each step where it ran, on one time axis: its CPU range (the step thread's time in each
+    child NVTX range, then the rest of the range) and, below, its window on the GPU (from the
+    last step's completion to its own) split into the GPU's busy and idle shares. In a loop
+    where the CPU runs ahead, the CPU bars run ahead of the windows."""
     st = report.steps
     assert st is not None
     rows = st.rows[:STEPS_CHARTED]
@@ -438,22 +442,24 @@ def steps_figure(report: Report, tl: Timeline | None = None) -> Figure:
     names = list(colors)
     label_w, right_w = 150, 90
     x0, x1 = label_w, W - right_w
-    longest = max((r.wall_ns for r in rows), default=1) or 1
-    scale = (x1 - x0) / longest
-    cpu_h, gpu_h, pitch, top = 13, 7, 28, 30
+    origin = min((min(r.cpu_start_ns, r.start_ns) for r in rows), default=0)
+    last = max((r.start_ns + r.wall_ns for r in rows), default=origin + 1)
+    span = max(last - origin, 1)
+    scale = (x1 - x0) / span
+    cpu_h, gpu_h, pitch, top = 9, 9, 28, 30
     legend_items = [(colors[n], f"{n} (CPU)") for n in names]
-    legend_items += [(OTHER_CPU, "outside child ranges (CPU)"), (GPU_BUSY, "GPU busy")]
-    legend_items += [(GPU_IDLE, "GPU idle")]
+    legend_items += [(OTHER_CPU, "rest of the CPU range"), (GPU_BUSY, "GPU busy (share)")]
+    legend_items += [(GPU_IDLE, "GPU idle (share)")]
     legend_rows = (len(legend_items) + 3) // 4
     height = top + pitch * len(rows) + 16 + 18 * legend_rows + 8
     out: list[Shape] = [Rect(0, 0, W, height, "#ffffff")]
-    out += _bar_axis(longest, x0, scale, top, top + pitch * len(rows) - 6)
+    out += _bar_axis(span, x0, scale, top, top + pitch * len(rows) - 6)
     for i, r in enumerate(rows):
         y = top + i * pitch
         bars: list[Rect | Text] = [
             Text(label_w - 8, y + 12, _fit(r.name, label_w, 11) or "", 11, anchor="end")
         ]
-        cx = x0
+        cx = x0 + (r.cpu_start_ns - origin) * scale
         child = {c.name: c.cpu_ns for c in r.children}
         used = 0
         for name in names:
@@ -466,14 +472,15 @@ def steps_figure(report: Report, tl: Timeline | None = None) -> Figure:
             )
             cx += w
             used += ns
-        rest = max(r.wall_ns - used, 0)
+        rest = max(r.cpu_ns - used, 0)
         if rest:
             title = f"{r.name}: other CPU {ms(rest)}"
             bars.append(Rect(cx, y, rest * scale, cpu_h, OTHER_CPU, title, "seg"))
+        wx = x0 + (r.start_ns - origin) * scale
         busy_w = r.gpu_busy_ns * scale
         bars.append(
             Rect(
-                x0,
+                wx,
                 y + cpu_h + 1,
                 busy_w,
                 gpu_h,
@@ -484,7 +491,7 @@ def steps_figure(report: Report, tl: Timeline | None = None) -> Figure:
         )
         bars.append(
             Rect(
-                x0 + busy_w,
+                wx + busy_w,
                 y + cpu_h + 1,
                 r.gpu_idle_ns * scale,
                 gpu_h,
@@ -493,7 +500,8 @@ def steps_figure(report: Report, tl: Timeline | None = None) -> Figure:
                 "gpu-idle",
             )
         )
-        bars.append(Text(x0 + r.wall_ns * scale + 6, y + 12, ms(r.wall_ns), 11, "#1d2330"))
+        end_x = x0 + (r.start_ns + r.wall_ns - origin) * scale
+        bars.append(Text(end_x + 6, y + 15, ms(r.wall_ns), 11, "#1d2330"))
         out.append(Group("step", (("step", r.index),), tuple(bars)))
     out += _bar_legend(legend_items, x0, top + pitch * len(rows) + 10)
     return Figure("steps-svg", "steps", W, height, tuple(out))

@@ -1,8 +1,10 @@
 """A Ladder -> text, Markdown or JSON: one row per rung, then the notes and any problems.
 
-Columns: steps/s (median of the plain runs), speed-up over the baseline, share of the cached
-ceiling, GPU busy (profiled runs), profiled/plain steps/s, the top recommendation and whether
-it is the expected next rung. The JSON carries every figure unrounded and every run.
+Columns: steps/s from the profiled runs' traces (nsysprobe's analysis) and by the workload's
+own clock under nsys, speed-up over the baseline, share of the cached ceiling (both from the
+traces), GPU busy (profiled runs), profiled/plain steps/s (the workload's clock), the top
+recommendation and whether it is the expected next rung. The JSON carries every figure
+unrounded and every run.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from nsysprobe.ladder.run import Ladder, Row
+from nsysprobe.ladder.run import CLOCK_TOLERANCE, Ladder, Row
 from nsysprobe.render.markdown import escape
 
 HEADER = (
     "rung",
     "steps/s",
+    "workload's clock",
     "speed-up",
     "of ceiling",
     "GPU busy",
@@ -31,15 +34,18 @@ CHECK_TEXT = {
 
 
 def notes(ladder: Ladder) -> list[str]:
-    runs = "1 plain run" if ladder.repeats == 1 else f"median of {ladder.repeats} plain runs"
+    runs = "1 profiled run" if ladder.repeats == 1 else f"median of {ladder.repeats} profiled runs"
     words = " ".join(ladder.options.args("multiworker")) or "their defaults"
     if ladder.options.workers is not None:
         words += " (--workers to the rungs with worker processes only)"
     return [
-        f"steps/s: {runs} without nsys, as the workload printed it; speed-up over the baseline; "
-        "of ceiling: share of the cached rung's steps/s",
+        f"steps/s: {runs}, read from the trace by nsysprobe (steps over the time from the "
+        "first step's start to the last one's completion on the GPU); workload's clock: the "
+        "same runs timed by the workload itself (they must agree within "
+        f"{CLOCK_TOLERANCE:.0%}); speed-up over the baseline; of ceiling: share of the cached "
+        "rung's steps/s",
         "GPU busy: union of GPU work in the profiled steps / their wall time; profiled/plain: "
-        "steps/s under nsys / without it (1 minus it is the profiling cost)",
+        "the workload's steps/s under nsys / without it (1 minus it is the profiling cost)",
         "expected next: whether the top recommendation names the next rung's change "
         "(gpu_bound for streams, prefetch and cached)",
         f"workload options: {words}; nsys {ladder.nsys_version or 'unknown'}",
@@ -50,6 +56,7 @@ def cells(row: Row) -> tuple[str, ...]:
     return (
         row.rung,
         _num(row.steps_per_s, "{:.2f}"),
+        _num(row.profiled_steps_per_s, "{:.2f}"),
         _num(row.speedup, "{:.2f}x"),
         _num(row.share_of_ceiling, "{:.1%}"),
         _num(row.gpu_busy_ratio, "{:.1%}"),
@@ -83,7 +90,7 @@ def render_ladder_text(ladder: Ladder) -> str:
 
 
 def render_ladder_markdown(ladder: Ladder) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "| --- |" + " ---: |" * 5 + " --- | --- |"]
+    lines = ["| " + " | ".join(HEADER) + " |", "| --- |" + " ---: |" * 6 + " --- | --- |"]
     for row in ladder.rows:
         c = cells(row)
         lines.append("| " + " | ".join(escape(x) for x in c) + " |")

@@ -88,32 +88,71 @@ def _recommendations(report: Report) -> Section:
     )
 
 
+STEP_ROWS_SHOWN = 12
+
+
+def shown(listed: int, total: int, what: str, where: str = "all are in the JSON") -> tuple:
+    """The note of a table that shows the first ``listed`` of ``total`` rows, else nothing."""
+    return (f"{listed:,} of {total:,} {what} shown; {where}",) if listed < total else ()
+
+
+def pace_lines(st) -> tuple[str, ...]:
+    """How fast the loop went and which side set the pace (``windows.Pace``), in words."""
+    first = ""
+    if st.first_step_outlier and st.rows:
+        steady = st.steady_steps_per_s
+        first = (
+            f"; the first step is an outlier ({ms(st.rows[0].wall_ns)} against a median of "
+            f"{ms(st.median_step_ns)})" + (f", {steady:.2f} steps/s without it" if steady else "")
+        )
+    lag = f"; the GPU ends a step's work a median {ms(st.gpu_lag_ns)} after its CPU range"
+    return (
+        f"{st.count:,} steps in {ms(st.span_ns)}: {st.steps_per_s:.2f} steps/s{first}",
+        f"a step: from the last step's completion to its own (its CPU range and the GPU work "
+        f"it launched both ended); median {ms(st.median_step_ns)}, 10-90% "
+        f"{st.p10_step_ns / 1e6:,.1f}-{ms(st.p90_step_ns)}; CPU range median "
+        f"{ms(st.median_cpu_ns)}",
+        f"pace: {st.note}" + (lag if st.gpu_lag_ns else ""),
+    )
+
+
 def _steps(report: Report) -> Section | None:
     st = report.steps
     if st is None:
         return None
     names = [c.name for c in st.children]
     notes = (
-        f"step range '{st.range_pattern}' on {st.thread}: {st.count} steps, median "
-        f"{ms(st.median_step_ns)} ({st.steps_per_s:.2f} steps/s), mean {ms(st.mean_step_ns)}",
+        f"step range '{st.range_pattern}' on {st.thread}",
+        *pace_lines(st),
         f"GPU busy {pct(st.gpu_busy_ratio)} of step time (union of GPU work in each step)",
-        "children: "
+        "children (CPU time in the step's range): "
         + (
             ", ".join(
                 f"{c.name} median {ms(c.median_ns)} ({pct(c.share_ratio)})" for c in st.children
             )
             or "none"
         ),
+        *shown(min(len(st.rows), STEP_ROWS_SHOWN), st.count, "steps", _json_rows(st)),
     )
     rows = []
-    for r in st.rows[:12]:
+    for r in st.rows[:STEP_ROWS_SHOWN]:
         child = {c.name: c.cpu_ns for c in r.children}
+        done = "-" if r.gpu_end_ns is None else ms(r.gpu_end_ns - r.cpu_start_ns - r.cpu_ns)
         rows.append(
             (str(r.index), r.name, ms(r.wall_ns), ms(r.gpu_busy_ns), ms(r.gpu_idle_ns))
+            + (ms(r.cpu_ns), done)
             + tuple(ms(child.get(n, 0)) for n in names)
         )
-    header = ("#", "step", "wall", "GPU busy", "GPU idle") + tuple(f"{n} (CPU)" for n in names)
+    header = ("#", "step", "wall", "GPU busy", "GPU idle", "CPU range", "GPU ends after")
+    header += tuple(f"{n} (CPU)" for n in names)
     return Section("Steps", notes, header, tuple(rows))
+
+
+def _json_rows(st) -> str:
+    listed = len(st.rows)
+    if listed < st.count:
+        return f"the JSON has the first {listed:,}"
+    return "all are in the JSON"
 
 
 ACCOUNT_STEP_COLUMNS = 6
@@ -125,9 +164,9 @@ def _account(report: Report) -> Section | None:
     if a is None:
         return None
     notes = [
-        f"process {a.pid}, GPU {a.device_id}, steps: {a.windows} on {a.thread}: "
-        f"{a.step_count} steps, median {ms(a.median_wall_ns)}; busy {pct(1 - a.idle_ratio)}, "
-        f"idle {pct(a.idle_ratio)}; busy + idle = wall, each ns once",
+        f"process {a.pid}, GPU {a.device_id}, {a.thread}: {a.step_count} steps ({a.windows}), "
+        f"median {ms(a.median_wall_ns)}; busy {pct(1 - a.idle_ratio)}, idle "
+        f"{pct(a.idle_ratio)}; busy + idle = wall, each ns once",
     ]
     if a.communication_ns:
         each = "; ".join(

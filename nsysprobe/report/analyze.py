@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # imported where used: a CPU placement or an HTML timeline is
     from nsysprobe.analyses.timeline import Timeline
     from nsysprobe.numa.topology import Topology
 
-SCHEMA_VERSION = 1
+# 2: steps timed to their completion on the GPU (``windows.py``); 1 timed their CPU ranges.
+SCHEMA_VERSION = 2
 # Ranks one report is split into at most (``analyze_processes``): one per GPU process of a
 # node; each costs a full analysis.
 MAX_RANKS = 64
@@ -215,7 +216,8 @@ def analyze_events(
             Skipped("osrt", "no OS-runtime calls in the trace", "profile with --trace=osrt")
         )
     found_steps = find_steps(events, step_range)
-    steps = None if found_steps is None else step_breakdown(events, found_steps)
+    windows = None if found_steps is None else found_steps.windows(events)
+    steps = None if found_steps is None else step_breakdown(events, found_steps, windows)
     if steps is None:
         reason = (
             "no NVTX ranges in the trace"
@@ -246,7 +248,7 @@ def analyze_events(
                 "folder of recorded lscpu/numactl/nvidia-smi outputs)",
             )
         )
-    account = analyze_account(events, step_range, steps=found_steps) if gpu else None
+    account = analyze_account(events, step_range, steps=windows) if gpu else None
     if account is not None and not account.accounts:
         account = None
     arrivals = within_report(account.accounts) if account else None

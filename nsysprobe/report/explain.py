@@ -20,6 +20,7 @@ ANALYSES = {
     "overlap": "overlap",
     "account": "account",
     "steps": "steps",
+    "windows": "windows",
     "communication": "communication",
     "arrivals": "arrivals",
     "placement": "cpu_placement",

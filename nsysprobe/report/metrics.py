@@ -4,7 +4,12 @@
 form (``analysis.json`` of a run folder, ``--format json``), so a run analyzed now, one
 analyzed earlier and one recorded in the history give the same figures:
 
-    steps_per_s          1 / median step wall time (the steps analysis)
+    steps_per_s          steps / the time from the first step's start to the last one's
+                         completion (the steps analysis, ``windows.py``)
+    median_step_ns       the median step (window)
+    step_timing          how the steps were timed: "completion" (each step to its completion on
+                         the GPU, ``windows.py``), or "cpu range" (their NVTX ranges: an analysis
+                         written before report schema 2, or a history entry made by it)
     gpu_busy_ratio       union of GPU work in the steps / their wall time; without a step range
                          the devices' busy time / their span (``busy_basis`` says which); both
                          ``intervals.busy_ratio``
@@ -13,7 +18,7 @@ analyzed earlier and one recorded in the history give the same figures:
     pageable_htod_bytes  bytes copied host-to-device from pageable memory (total)
     exposed_copy_ns      HtoD copy time during which no kernel ran (total, union per device)
     top_recommendation   the first recommendation's id
-    step_wall_ns         every step's wall time: the distribution ``compare`` tests
+    step_wall_ns         every step's wall time (window): the distribution ``compare`` tests
 
 A JSON form that comes from a file or a history row is anybody's: ``parse_json`` refuses what
 nsysprobe never writes (NaN, Infinity, nesting deeper than ``MAX_JSON_DEPTH``) and every figure
@@ -40,6 +45,12 @@ MAX_JSON_DEPTH = 32  # a report's JSON nests 8 deep
 # the parser's memory.
 MAX_JSON_CONTAINERS = 1 << 18
 BUSY_BASES = ("steps", "span", "none")
+# How steps were timed (``RunMetrics.step_timing``): to their completion on the GPU since
+# report schema 2, by their CPU ranges before.
+COMPLETION, CPU_RANGE = "completion", "cpu range"
+STEP_TIMINGS = (COMPLETION, CPU_RANGE)
+# The report schema from which steps are timed to their completion.
+COMPLETION_SCHEMA = 2
 
 # Each figure's type and the range it lies in. A step lasts 1 ns or more, so steps_per_s is
 # at most 1e9 (0 when there are no steps to time).
@@ -74,6 +85,7 @@ class RunMetrics:
     top_recommendation: str | None
     top_gain_ratio: float | None
     step_wall_ns: tuple[int, ...]
+    step_timing: str = COMPLETION
 
 
 class FigureError(ValueError):
@@ -169,6 +181,8 @@ def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
     else:
         busy, basis = None, "none"
     trace = _section(data, "trace")
+    version = data.get("schema_version")
+    old = isinstance(version, int) and not isinstance(version, bool) and version < COMPLETION_SCHEMA
     recs = _objects(data, "recommendations", "recommendations")[:1]
     top = recs[0][1] if recs else None
     return RunMetrics(
@@ -187,6 +201,7 @@ def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
         top_recommendation=name(_text(top.get("id"), "recommendations[0].id")) if top else None,
         top_gain_ratio=fig("top_gain_ratio", top, "expected_gain_ratio", "recommendations[0]"),
         step_wall_ns=tuple(walls or ()),
+        step_timing=CPU_RANGE if old else COMPLETION,
     )
 
 

@@ -16,16 +16,21 @@ times, not on one number: a two-sided Mann-Whitney U test (exact over every spli
 pooled steps when there are at most ``EXACT_SPLITS`` splits, else the normal approximation
 with tie correction). When p >= ``ALPHA`` the difference is *within noise*; otherwise the run
 is *faster* or *slower* with confidence 1 - p. The speed-up is the ratio of steps per second
-(one over the median step).
+(steps over time).
+
+Steps are windows from one step's completion to the next (``analyses/windows.py``); a run
+whose steps were timed by their CPU ranges (an ``analysis.json`` or a history entry an older
+nsysprobe wrote) is not tested against one timed to completion: in a loop where the CPU runs
+ahead, the two measure different things.
 
 **The gate** (``gate``, ``nsysprobe compare --fail-if-slower PCT --fail-if EXPR``) checks every
 run after the first against it, for CI: a run fails ``--fail-if-slower PCT`` when its steps are
-*slower* by the test above (beyond noise) and its median step is more than PCT % longer than
-the first run's; one whose steps cannot be tested (under ``MIN_STEPS`` in either run) fails
-too, saying so: a gate that cannot check must not pass silently (a crashed job captures no
-steps). ``--fail-if METRIC<VALUE`` (``<``, ``<=``, ``>``, ``>=``) fails a run whose figure
-meets the condition, or that lacks the figure; METRIC is a figure of the table
-(``GATE_METRICS``).
+*slower* by the test above (beyond noise) and its time per step (one over steps/s) is more
+than PCT % longer than the first run's; one whose steps cannot be tested (under ``MIN_STEPS``
+in either run, or timed differently) fails too, saying so: a gate that cannot check must not
+pass silently (a crashed job captures no steps). ``--fail-if METRIC<VALUE`` (``<``, ``<=``,
+``>``, ``>=``) fails a run whose figure meets the condition, or that lacks the figure; METRIC
+is a figure of the table (``GATE_METRICS``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from nsysprobe.analyses.stats import mann_whitney
 from nsysprobe.common.safetext import name
 from nsysprobe.errors import InputError
 from nsysprobe.report.metrics import (
+    CPU_RANGE,
     PATH_CHARS,
     RunMetrics,
     metrics_from_json,
@@ -168,14 +174,14 @@ def gate(
 
 def _slower_check(run: Run, diff: Difference, first: RunMetrics, pct: float) -> Check:
     what = f"slower by more than {pct:g}%"
-    a, b = first.median_step_ns, run.metrics.median_step_ns
-    if diff.verdict == "unknown" or not a or b is None:
-        return Check(run.label, what, None, True, f"cannot test: {diff.why}")
-    slowdown = (b / a - 1) * 100
+    if diff.verdict == "unknown" or not diff.speedup:
+        why = diff.why if diff.verdict == "unknown" else "no steps/s to compare"
+        return Check(run.label, what, None, True, f"cannot test: {why}")
+    slowdown = (1 / diff.speedup - 1) * 100  # time per step, against the first run's
     beyond = diff.verdict == "slower"
     failed = beyond and slowdown > pct
     noise = f"slower beyond noise (p={diff.p_value:.2g})" if beyond else diff.verdict
-    return Check(run.label, what, slowdown, failed, f"median step {slowdown:+.1f}%, {noise}")
+    return Check(run.label, what, slowdown, failed, f"time per step {slowdown:+.1f}%, {noise}")
 
 
 def difference(first: RunMetrics, other: RunMetrics) -> Difference:
@@ -187,6 +193,17 @@ def difference(first: RunMetrics, other: RunMetrics) -> Difference:
     if speedup is not None and not math.isfinite(speedup):
         speedup = None  # 1e9 steps/s over 1e-300: no figure anybody measured
     a, b = first.step_wall_ns, other.step_wall_ns
+    if first.step_timing != other.step_timing:
+        older = first if first.step_timing == CPU_RANGE else other
+        return Difference(
+            None,
+            "unknown",
+            None,
+            None,
+            None,
+            f"{older.trace or 'a run'} timed its steps by their CPU ranges (an older nsysprobe);"
+            f" analyze its trace again to time them to completion",
+        )
     if len(a) < MIN_STEPS or len(b) < MIN_STEPS:
         return Difference(
             speedup,
@@ -266,10 +283,14 @@ def _from_trace(path: Path, options: dict) -> Run:
 
 
 def _from_folder(folder: Path, options: dict) -> Run:
+    """A run folder's ``analysis.json``; its one ``.sqlite`` analyzed now when it has none, or
+    when an older nsysprobe wrote it (steps timed by their CPU ranges)."""
     analysis = folder / ANALYSIS_FILE
-    if analysis.is_file():
-        return _run(folder.name, str(folder), read_analysis(analysis))
     traces = sorted(p for p in folder.iterdir() if p.suffix == ".sqlite")
+    if analysis.is_file():
+        metrics = read_analysis(analysis)
+        if metrics.step_timing != CPU_RANGE or len(traces) != 1:
+            return _run(folder.name, str(folder), metrics)
     if len(traces) != 1:
         found = ", ".join(p.name for p in traces[:5]) + (", ..." if len(traces) > 5 else "")
         raise InputError(

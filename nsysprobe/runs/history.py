@@ -40,9 +40,11 @@ from nsysprobe.errors import InputError
 from nsysprobe.report.analyze import Report
 from nsysprobe.report.metrics import (
     BUSY_BASES,
+    CPU_RANGE,
     FIGURES,
     INT64_MAX,
     PATH_CHARS,
+    STEP_TIMINGS,
     RunMetrics,
     figure,
     metrics_of,
@@ -190,6 +192,7 @@ _COLUMNS = {
     "top_recommendation": str,
     "top_gain_ratio": float,
     "step_wall_ns": str,
+    "step_timing": str,
 }
 _SQL_TYPES = {int: "INTEGER", float: "REAL", str: "TEXT"}
 
@@ -303,11 +306,14 @@ def _entry(row: dict) -> Entry | None:
     if not all(figure("step_wall_ns", w) is not None for w in walls):
         walls = []
     basis = row.get("busy_basis")
+    # An entry an older nsysprobe wrote has no step_timing: it timed the CPU ranges.
+    timing = row.get("step_timing")
     metrics = RunMetrics(
         trace=_name(row.get("trace")) or "",
         busy_basis=basis if basis in BUSY_BASES else "none",
         top_recommendation=_name(row.get("top_recommendation")),
         step_wall_ns=tuple(walls),
+        step_timing=timing if timing in STEP_TIMINGS else CPU_RANGE,
         **{f: figure(f, row.get(f)) for f in FIGURES if f != "step_wall_ns"},
     )
     paths = _json(row.get("paths"), dict)

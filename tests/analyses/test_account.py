@@ -1,8 +1,9 @@
 """The step account: conservation on real traces against SQL, and hand-made scenarios.
 
 Part 1 recomputes, on each real export, every account's windows (the step-named top-level
-NVTX ranges of the main thread, else ten equal windows over the account's GPU work) and the
-busy time in them with plain SQL and a Python sweep (no nsysprobe code): the union of the
+NVTX ranges of the main thread, each timed from the last one's completion to its own:
+``independent.completion_windows``; else ten equal windows over the account's GPU work) and
+the busy time in them with plain SQL and a Python sweep (no nsysprobe code): the union of the
 process's kernels, copies, memsets and graph replays on the device, clipped to each window,
 and its split into compute and exposed NCCL communication.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from independent import completion_windows
 
 from nsysprobe import analyze as nsysprobe_analyze
 from nsysprobe.analyses import account as account_module
@@ -201,7 +203,8 @@ def test_account_conserves_time_and_matches_sql_busy(name):
     assert set(accounts) == set(ops)
     for key, a in accounts.items():
         mine = ops[key]
-        windows = step_windows(path) or fixed_windows(mine)
+        ranges = step_windows(path)
+        windows = completion_windows(path, ranges, key[0]) if ranges else fixed_windows(mine)
         assert len(windows) >= 8
         every = union(mine["compute"] + mine["nccl"] + mine["other"])
         compute = union(mine["compute"])
@@ -293,19 +296,19 @@ def test_sync_drain_charges_the_idle_after_the_sync_to_it(build):
     #  t (us)  10 20 30      100       2000      4000 4020        7020 7030           12000
     #  GPU                   [k1 .....)[k2 .....)                      [k3 ...........)
     #  main    L  L  [cudaStreamSynchronize .......)[log .........)L
-    #  steps                 [Batch 0 .....................................)[Batch 1 ..)
+    #  steps                 [Batch 0 ...................................)[Batch 1 ....)
     # idle [4000, 7030): [4000, 4020) inside the sync, [4020, 7020) the host work after a sync
     # that drained the GPU and [7020, 7030) its launch, before the thread got ahead again:
-    # sync 3030.
+    # sync 3030, of which the launch's 10 falls in Batch 1, whose range launched k3.
     ex = Export()
     launch(ex, 10, 100, 2000)
     launch(ex, 20, 2000, 4000)
     ex.api(30 * US, 4020 * US, "cudaStreamSynchronize_v3020")
     ex.nvtx(4020 * US, 7020 * US, "log")
     launch(ex, 7020, 7030, 12000)
-    steps(ex, 100, 7030, 12000)
+    steps(ex, 100, 7020, 12000)
     a = the_account(build, ex)
-    assert per_step(a) == [us(compute=3900, sync=3030), us(compute=4970)]
+    assert per_step(a) == [us(compute=3900, sync=3020), us(sync=10, compute=4970)]
     assert totals(a) == us(compute=8870, sync=3030)
     assert (a.wall_ns, a.busy_ns, a.idle_ns) == (11900 * US, 8870 * US, 3030 * US)
     assert all("cudaStreamSynchronize" in d for d in details(a, "sync"))
@@ -317,7 +320,7 @@ def read_back(ex: Export, nbytes: int, k1_end: int, sync_end: int, numpy_end: in
     """k1 [100, k1_end) launched at 10; a DtoH copy of ``nbytes`` [k1_end, k1_end + 10)
     issued by cudaMemcpyAsync [20, 25); cudaStreamSynchronize [30, sync_end); own code
     ``numpy`` [sync_end, numpy_end); then k2 [numpy_end + 10, 9000) launched at numpy_end;
-    Batch 0 [100, numpy_end + 10), Batch 1 up to 9000."""
+    Batch 0 [100, numpy_end), Batch 1 (which launches k2) up to 9000."""
     launch(ex, 10, 100, k1_end)
     ex.memcpy(
         k1_end * US,
@@ -332,7 +335,7 @@ def read_back(ex: Export, nbytes: int, k1_end: int, sync_end: int, numpy_end: in
     ex.api(30 * US, sync_end * US, "cudaStreamSynchronize_v3020")
     ex.nvtx(sync_end * US, numpy_end * US, "numpy")
     launch(ex, numpy_end, numpy_end + 10, 9000)
-    steps(ex, 100, numpy_end + 10, 9000)
+    steps(ex, 100, numpy_end, 9000)
 
 
 @pytest.mark.parametrize("nbytes", [4, MB64])
@@ -341,20 +344,21 @@ def test_readback_is_the_idle_after_a_draining_device_to_host_copy(build, nbytes
     #  t (us)  10 20 25 30    100       2000 2010 2030         5030 5040          9000
     #  GPU                    [k1 .....)[DtoH)                      [k2 ..........)
     #  main    L  [cpy) [cudaStreamSynchronize .)[numpy .......)L
-    #  steps                  [Batch 0 ....................................)[Batch 1 )
+    #  steps                  [Batch 0 ...................................)[Batch 1 .)
     # The copy (issued by cudaMemcpyAsync at 20) ends the GPU work; the sync drained it: the
     # thread waited in the sync from 30 to 2010 = 1980. Idle [2010, 5040) in time order:
     # 20 in the sync + 1960 of the numpy = the drain's 1980; the rest of the numpy 1040 = cpu;
-    # the launch [5030, 5040) = launch 10. The drain is a read-back: readback for 64 MB,
-    # sync for 4 B (under READBACK_MIN_BYTES, .item()), which ``readbacks`` does not count.
+    # the launch [5030, 5040) = launch 10, in Batch 1 (its range launched k2). The drain is a
+    # read-back: readback for 64 MB, sync for 4 B (under READBACK_MIN_BYTES, .item()), which
+    # ``readbacks`` does not count.
     ex = Export()
     if with_enum:
         ex.memcpy_kind_enum()
     read_back(ex, nbytes, k1_end=2000, sync_end=2030, numpy_end=5030)
     a = the_account(build, ex)
     drain = "readback" if nbytes == MB64 else "sync"
-    step0 = us(compute=1900, memcpy__DtoH__Pageable=10, cpu=1040, launch=10, **{drain: 1980})
-    assert per_step(a) == [step0, us(compute=3960)]
+    step0 = us(compute=1900, memcpy__DtoH__Pageable=10, cpu=1040, **{drain: 1980})
+    assert per_step(a) == [step0, us(launch=10, compute=3960)]
     assert totals(a) == us(
         compute=5860, memcpy__DtoH__Pageable=10, cpu=1040, launch=10, **{drain: 1980}
     )
@@ -370,16 +374,17 @@ def test_the_whole_idle_after_a_read_back_is_its_own_when_the_thread_waited_long
     #  t (us)  10 20 25 30    100       4000 4010 4030   5030 5040          9000
     #  GPU                    [k1 .....)[DtoH)                [k2 ..........)
     #  main    L  [cpy) [cudaStreamSynchronize .)[numpy .)L
-    #  steps                  [Batch 0 ..............................)[Batch 1 )
+    #  steps                  [Batch 0 .............................)[Batch 1 .)
     # The test above with k1 up to 4000 and 1000 of numpy: the thread waited in the sync from
     # 30 to 4010 = 3980, more than the idle after the drain [4010, 5040): 20 in the sync +
-    # 1000 numpy + 10 launch = 1030, all the read-back's (readback for 64 MB, sync for 4 B).
+    # 1000 numpy + 10 launch = 1030, all the read-back's (readback for 64 MB, sync for 4 B);
+    # the launch's 10 in Batch 1.
     ex = Export()
     read_back(ex, nbytes, k1_end=4000, sync_end=4030, numpy_end=5030)
     a = the_account(build, ex)
     drain = "readback" if nbytes == MB64 else "sync"
-    step0 = us(compute=3900, memcpy__DtoH__Pageable=10, **{drain: 1030})
-    assert per_step(a) == [step0, us(compute=3960)]
+    step0 = us(compute=3900, memcpy__DtoH__Pageable=10, **{drain: 1020})
+    assert per_step(a) == [step0, us(compute=3960, **{drain: 10})]
     assert totals(a) == us(compute=7860, memcpy__DtoH__Pageable=10, **{drain: 1030})
     counted = (1, nbytes, nbytes) if nbytes == MB64 else (0, 0, 0)
     assert (a.readbacks.count, a.readbacks.median_bytes, a.readbacks.total_bytes) == counted
@@ -389,7 +394,7 @@ def test_the_whole_idle_after_a_read_back_is_its_own_when_the_thread_waited_long
 def blocking_read_back(ex: Export, nbytes: int, k1_end: int, call_end: int) -> None:
     """k1 [100, k1_end) launched at 10; a cudaMemcpy [20, call_end) whose DtoH copy of
     ``nbytes`` (pinned) runs [k1_end, k1_end + 10); own code ``numpy`` [call_end, 5030);
-    k2 [5040, 9000) launched at 5030; Batch 0 [100, 5040), Batch 1 [5040, 9000)."""
+    k2 [5040, 9000) launched at 5030; Batch 0 [100, 5030), Batch 1 [5030, 9000)."""
     launch(ex, 10, 100, k1_end)
     ex.memcpy(
         k1_end * US,
@@ -403,7 +408,7 @@ def blocking_read_back(ex: Export, nbytes: int, k1_end: int, call_end: int) -> N
     )
     ex.nvtx(call_end * US, 5030 * US, "numpy")
     launch(ex, 5030, 5040, 9000)
-    steps(ex, 100, 5040, 9000)
+    steps(ex, 100, 5030, 9000)
 
 
 def test_readback_through_a_blocking_copy_call(build):
@@ -431,14 +436,15 @@ def test_readback_through_a_blocking_copy_call_that_waited_longer_than_the_work_
     #  main    L  [cudaMemcpy (waits, copies) ..)[numpy .)L
     # The thread waited in the cudaMemcpy from 20 to 4010 = 3990, more than the idle after
     # the drain [4010, 5040): 20 in the call + 1000 numpy + 10 launch = 1030, all the
-    # read-back's: readback for 64 MB (counted), sync for 4 B (not counted).
+    # read-back's: readback for 64 MB (counted), sync for 4 B (not counted); the launch's 10
+    # in Batch 1.
     ex = Export()
     blocking_read_back(ex, nbytes, k1_end=4000, call_end=4030)
     a = the_account(build, ex)
     drain = "readback" if nbytes == MB64 else "sync"
     assert per_step(a) == [
-        us(compute=3900, memcpy__DtoH__Pinned=10, **{drain: 1030}),
-        us(compute=3960),
+        us(compute=3900, memcpy__DtoH__Pinned=10, **{drain: 1020}),
+        us(compute=3960, **{drain: 10}),
     ]
     assert totals(a) == us(compute=7860, memcpy__DtoH__Pinned=10, **{drain: 1030})
     counted = (1, nbytes) if nbytes == MB64 else (0, 0)
@@ -482,11 +488,12 @@ def test_a_drain_chain_over_several_idle_intervals_is_charged_up_to_the_wait(
     #  t (us)  10 30    100      2000 2010   2500 2510 2600  3500 3510 3600  4500 4510   9000
     #  GPU              [k1 ....)          [k2 )          [k3 )          [k4 .......)
     #  main    L  [cudaStreamSynchronize)   L               L               L
-    #  steps            [Batch 0 .............................................)[Batch 1)
+    #  steps            [Batch 0 ...........................................)[Batch 1)
     # The thread waited in the sync from 30 to 2000 = 1970 and never gets ahead again, so the
     # three idle intervals [2000, 2510) [2600, 3510) [3600, 4510) are one episode. In time
     # order: 10 in the sync, 490 own code, 10 launch (510); 900 own, 10 launch (1420); then
-    # 550 of the own code reach 1970, all sync; the other 350 stay cpu, the last launch 10.
+    # 550 of the own code reach 1970, all sync; the other 350 stay cpu, the last launch 10
+    # (in Batch 1, which launches k4).
     # Made a run of intervals at a time, the chain's charge carries from run to run, and so
     # do the calls and ranges still open.
     # The export's rows in time order or reversed (tables out of start order are sorted).
@@ -499,13 +506,13 @@ def test_a_drain_chain_over_several_idle_intervals_is_charged_up_to_the_wait(
         lambda: launch(ex, 2500, 2510, 2600),
         lambda: launch(ex, 3500, 3510, 3600),
         lambda: launch(ex, 4500, 4510, 9000),
-        lambda: ex.nvtx(100 * US, 4510 * US, "Batch 0"),
-        lambda: ex.nvtx(4510 * US, 9000 * US, "Batch 1"),
+        lambda: ex.nvtx(100 * US, 4500 * US, "Batch 0"),
+        lambda: ex.nvtx(4500 * US, 9000 * US, "Batch 1"),
     ]
     for add in rows if rows_in_time_order else rows[::-1]:
         add()
     a = the_account(build, ex)
-    assert per_step(a) == [us(compute=2080, sync=1970, cpu=350, launch=10), us(compute=4490)]
+    assert per_step(a) == [us(compute=2080, sync=1970, cpu=350), us(launch=10, compute=4490)]
     assert totals(a) == us(compute=6570, sync=1970, cpu=350, launch=10)
     # The step range open over every run still names the own code in the last one.
     assert details(a, "cpu") == {"Batch #": 350 * US}
@@ -515,20 +522,20 @@ def test_allocator_charges_the_free_the_malloc_and_the_work_after(build):
     #  t (us)  10 30     100       2000 2020    2520           5020 5030        9000
     #  GPU               [k1 .....)                                 [k2 .......)
     #  main    L  [cudaFree ..........)[cudaMalloc)[own code ....)L
-    #  steps             [Batch 0 ...........................................)[Batch 1)
+    #  steps             [Batch 0 .........................................)[Batch 1 .)
     # The thread waited in the cudaFree from 30 to 2000 = 1970. Idle [2000, 5030) in time
     # order: in cudaFree 20 + in cudaMalloc 500 + 1450 of the own code after them = the
     # drain's 1970 (allocator); the rest of the own code 2500 - 1450 = 1050 = cpu; the launch
-    # after it = launch 10.
+    # after it = launch 10 (Batch 1's).
     ex = Export()
     launch(ex, 10, 100, 2000)
     ex.api(30 * US, 2020 * US, "cudaFree_v3020")
     ex.api(2020 * US, 2520 * US, "cudaMalloc_v3020")
     launch(ex, 5020, 5030, 9000)
-    steps(ex, 100, 5030, 9000)
+    steps(ex, 100, 5020, 9000)
     a = the_account(build, ex)
-    step0 = us(compute=1900, allocator=1970, cpu=1050, launch=10)
-    assert per_step(a) == [step0, us(compute=3970)]
+    step0 = us(compute=1900, allocator=1970, cpu=1050)
+    assert per_step(a) == [step0, us(launch=10, compute=3970)]
     assert totals(a) == us(compute=5870, allocator=1970, cpu=1050, launch=10)
     assert details(a, "cpu") == {"Batch #": 1050 * US}  # the own code's innermost range
 
@@ -537,18 +544,18 @@ def test_allocator_charges_the_whole_idle_after_a_free_that_waited_longer(build)
     #  t (us)  10 30     100       4000 4020    4520  5020 5030        9000
     #  GPU               [k1 .....)                        [k2 .......)
     #  main    L  [cudaFree ..........)[cudaMalloc)[own)L
-    #  steps             [Batch 0 ..................................)[Batch 1)
+    #  steps             [Batch 0 ................................)[Batch 1 .)
     # The test above with k1 up to 4000: the thread waited in the cudaFree from 30 to 4000
     # = 3970, more than the idle after the drain [4000, 5030): in cudaFree 20 + in cudaMalloc
-    # 500 + own code 500 + the launch 10 = 1030, all allocator.
+    # 500 + own code 500 + the launch 10 (in Batch 1) = 1030, all allocator.
     ex = Export()
     launch(ex, 10, 100, 4000)
     ex.api(30 * US, 4020 * US, "cudaFree_v3020")
     ex.api(4020 * US, 4520 * US, "cudaMalloc_v3020")
     launch(ex, 5020, 5030, 9000)
-    steps(ex, 100, 5030, 9000)
+    steps(ex, 100, 5020, 9000)
     a = the_account(build, ex)
-    assert per_step(a) == [us(compute=3900, allocator=1030), us(compute=3970)]
+    assert per_step(a) == [us(compute=3900, allocator=1020), us(allocator=10, compute=3970)]
     assert totals(a) == us(compute=7870, allocator=1030)
 
 
@@ -666,21 +673,21 @@ def test_launch_bound_gaps_are_launch_and_a_long_host_stretch_is_cpu(build):
     #  t (us)  8i 8i+2 8i+4 8i+8 8i+10 ... 394  396    1396         5396 5406         6000
     #  GPU        [k_i)          [k_i+1)   [k49)                         [k50 .......)
     #  main    L_i              L_i+1                  ..own code..     L
-    #  NVTX    [Batch 0 from 2 ...................................)[Batch 1 .........)
+    #  NVTX    [Batch 0 from 2 .............................)[Batch 1 ...............)
     #                                          [optimizer .........)
     #                                                 [zero_grad ..)
     # 50 kernels of 2 us, 8 us apart, each launched 2 us before it starts: 49 gaps of 6 us,
     # all launch (shorter than 100 us) = 294. Then [396, 5396) own code: cpu 5000 (zero_grad
-    # 4000, optimizer 1000), and [5396, 5406) in the launch call: launch 10.
+    # 4000, optimizer 1000), and [5396, 5406) in the launch call of Batch 1: launch 10.
     ex = Export()
     for i in range(50):
         launch(ex, 8 * i, 8 * i + 2, 8 * i + 4)
     ex.nvtx(396 * US, 5396 * US, "optimizer")
     ex.nvtx(1396 * US, 5396 * US, "zero_grad")
     launch(ex, 5396, 5406, 6000)
-    steps(ex, 2, 5406, 6000)
+    steps(ex, 2, 5396, 6000)
     a = the_account(build, ex)
-    assert per_step(a) == [us(compute=100, launch=304, cpu=5000), us(compute=594)]
+    assert per_step(a) == [us(compute=100, launch=294, cpu=5000), us(launch=10, compute=594)]
     assert totals(a) == us(compute=694, launch=304, cpu=5000)
     cpu = a.bucket("cpu").details
     assert [(d.name, d.ns) for d in cpu] == [("zero_grad", 4000 * US), ("optimizer", 1000 * US)]
@@ -730,10 +737,11 @@ def test_launch_gap_threshold(build, gap_ns, cause):
             [(100, 5000), (5000, 12000)],
             [us(compute=3900, sync=1000), us(sync=2030, compute=4970)],
         ),
-        # Batch 0 [100, 5000), Batch 1 [6000, 12000): [5000, 6000) is in no step.
+        # Batch 0 [100, 5000), Batch 1 [6000, 12000): [5000, 6000), between the ranges, is
+        # in Batch 1's window (from Batch 0's completion).
         (
             [(100, 5000), (6000, 12000)],
-            [us(compute=3900, sync=1000), us(sync=1030, compute=4970)],
+            [us(compute=3900, sync=1000), us(sync=2030, compute=4970)],
         ),
     ],
 )
@@ -749,7 +757,7 @@ def test_an_idle_stretch_split_by_step_edges(build, windows, expected):
         ex.nvtx(a * US, b * US, f"Batch {i}")
     a = the_account(build, ex)
     assert per_step(a) == expected
-    assert a.wall_ns == sum(b - a for a, b in windows) * US
+    assert a.wall_ns == (windows[-1][1] - windows[0][0]) * US
 
 
 def test_the_issuing_thread_decides_not_the_step_thread(build):
@@ -807,10 +815,11 @@ def test_profiler_overhead_in_the_process_wins_over_the_thread_state(build):
     #  GPU                                                                 [k ........)
     #  main    own code ...........................[poll .........)own    L
     #  ovh         [other)  [main ..)   [wrk)           [main)
-    #  steps   [Batch 0 ..........................................................)[B 1)
+    #  steps   [Batch 0 ....................................................)[Batch 1 ..)
     # Overhead of the process (any of its threads) over own code and over the poll:
     # 500 + 100 + 200 = 800; another process's overhead [500, 700) is not this one's.
-    # poll 1000 - 200 = 800 os_wait; own code 4000 - 800 - 800 = 2400 cpu; launch 10.
+    # poll 1000 - 200 = 800 os_wait; own code 4000 - 800 - 800 = 2400 cpu; launch 10 (Batch
+    # 1's).
     ex = Export()
     ex.overhead(500 * US, 700 * US, pid=999, tid=999)
     ex.overhead(1000 * US, 1500 * US)
@@ -818,10 +827,10 @@ def test_profiler_overhead_in_the_process_wins_over_the_thread_state(build):
     ex.overhead(2500 * US, 2700 * US, name="CUDA profiling data flush")
     ex.osrt(2000 * US, 3000 * US, "poll")
     launch(ex, 4000, 4010, 8000)
-    steps(ex, 0, 5000, 8000)
+    steps(ex, 0, 4000, 8000)
     a = the_account(build, ex)
-    step0 = us(profiler_overhead=800, os_wait=800, cpu=2400, launch=10, compute=990)
-    assert per_step(a) == [step0, us(compute=3000)]
+    step0 = us(profiler_overhead=800, os_wait=800, cpu=2400)
+    assert per_step(a) == [step0, us(launch=10, compute=3990)]
     assert totals(a) == us(profiler_overhead=800, os_wait=800, cpu=2400, launch=10, compute=3990)
 
 
@@ -846,15 +855,18 @@ def test_cuda_graph_replays_are_compute(build):
     #  t (us)  0  40 50  200         500 510   900  1000                2000
     #  GPU               [graph 1 ...............)  [graph 2 ..........)
     #  main       [GL)              [GL)
-    #  steps   [Batch 0 ...........................)[Batch 1 ..........)
-    # GL: cudaGraphLaunch. No kernel rows at all. Idle [0, 200): cpu 40, launch 160 (the
-    # call on); [900, 1000): graph 2 was launched at 500: queued 100.
+    #  ranges  [Batch 0 ............)[Batch 1 )
+    #  windows [Batch 0 ...........................)[Batch 1 ..........)
+    # GL: cudaGraphLaunch. No kernel rows at all. The CPU runs ahead: each step's window ends
+    # with its replay. Idle [0, 200): cpu 40, launch 160 (the call on); [900, 1000): graph 2
+    # was launched at 500: queued 100.
     ex = Export()
     ex.graph(200 * US, 900 * US, launch_span=(40 * US, 50 * US))
     ex.graph(1000 * US, 2000 * US, graph_id=2, launch_span=(500 * US, 510 * US))
-    steps(ex, 0, 1000, 2000)
+    steps(ex, 0, 500, 600)
     a = the_account(build, ex)
-    assert per_step(a) == [us(cpu=40, launch=160, compute=700, queued=100), us(compute=1000)]
+    assert [(s.start_ns, s.wall_ns) for s in a.steps] == [(0, 900 * US), (900 * US, 1100 * US)]
+    assert per_step(a) == [us(cpu=40, launch=160, compute=700), us(queued=100, compute=1000)]
     assert totals(a) == us(cpu=40, launch=160, compute=1700, queued=100)
     assert a.busy_ns == 1700 * US
 
@@ -864,7 +876,8 @@ def test_two_processes_are_two_accounts(build, second_device):
     #  t (us)       0     400  500     1000  1200  1500       2000
     #  pid 100 dev 0 [k ........)        [k ......)
     #  pid 200 dev d       [k ..........)      [k ...............)
-    #  each: Batch 0 [0, 1000), Batch 1 [1000, 2000) on its main thread
+    #  each: Batch 0 [0, 990), Batch 1 [990, 2000) on its main thread, each kernel launched
+    # 5 us before it starts; pid 200's Batch 0 completes at 1000, with its kernel
     # busy 1000 and 1400; a union of both would be 2000 on one GPU.
     ex = Export()
     for pid, dev, ks in (
@@ -873,7 +886,7 @@ def test_two_processes_are_two_accounts(build, second_device):
     ):
         for s, e in ks:
             ex.kernel(s * US, e * US, device=dev, pid=pid, launch_at=max(s - 5, 0) * US, tid=pid)
-        for i, (a, b) in enumerate(((0, 1000), (1000, 2000))):
+        for i, (a, b) in enumerate(((0, 990), (990, 2000))):
             ex.nvtx(a * US, b * US, f"Batch {i}", pid=pid, tid=pid)
     result = accounts_of(build, ex)
     got = {(a.pid, a.device_id): (a.wall_ns, a.busy_ns, a.ns("compute")) for a in result.accounts}
@@ -915,7 +928,7 @@ def test_nccl_counts_only_its_exposed_part(build):
     nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
     launch(ex, 0, 0, 600, stream=7)
     launch(ex, 1, 400, 1000, stream=9, name=nccl)
-    launch(ex, 2, 1000, 2000, stream=7)
+    launch(ex, 1000, 1000, 2000, stream=7)
     launch(ex, 2050, 2100, 2300, stream=9, name=nccl)
     launch(ex, 2060, 2200, 2400, stream=7)
     steps(ex, 0, 1000, 2000)
@@ -1068,6 +1081,26 @@ def cover(intervals) -> list[bool]:
     return line
 
 
+def completion(ranges, ops) -> list[tuple[int, int]]:
+    """The steps' windows (``windows.py``) worked out from the timeline: the GPU work whose
+    launching call started inside a step's range ends it too, and each window runs from the
+    last step's completion (the first from its range's start) to its own."""
+    done_at = [e for _, e in ranges]
+    starts = [s for s, _ in ranges]
+    for kind, (_, end), _, issued, _ in ops:
+        if issued is None or kind == "memset":  # (a memset is made with no call)
+            continue
+        i = bisect_right(starts, issued[0]) - 1
+        if i >= 0 and issued[0] < ranges[i][1]:
+            done_at[i] = max(done_at[i], end)
+    out, last = [], None
+    for (start, _), done in zip(ranges, done_at):
+        lo = start if last is None else last
+        last = done if last is None else max(last, done)
+        out.append((lo, last))
+    return out
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(timeline())
 def test_random_timelines_conserve_time_and_split_busy_by_kind(tl):
@@ -1086,7 +1119,8 @@ def test_random_timelines_conserve_time_and_split_busy_by_kind(tl):
             result = analyze_account(Events.load(trace))
     (a,) = [a for a in result.accounts if (a.pid, a.device_id) == (PID, 0)]
     spans = [se for _, se, *_ in ops]  # all of this process's GPU work, on GPU 0
-    if not any(s0 < hi and lo < e0 for s0, e0 in spans for lo, hi in windows):
+    ranges, windows = windows, completion(windows, ops)
+    if not any(s0 < windows[-1][1] and windows[0][0] < e0 for s0, e0 in spans):
         # No GPU work of this process in any step: the steps are not its steps, and the
         # account falls back to ten equal windows over its GPU work (edges in ns).
         assert "equal windows" in a.windows
@@ -1101,6 +1135,7 @@ def test_random_timelines_conserve_time_and_split_busy_by_kind(tl):
     assert [(s.start_ns, s.wall_ns) for s in a.steps] == [
         (s * US, (e - s) * US) for s, e in windows
     ]
+    assert len(windows) == len(ranges)
     for step, (lo, hi) in zip(a.steps, windows):
         got = dict(step.buckets)
         assert sum(got.values()) == (hi - lo) * US

@@ -160,19 +160,31 @@ def test_osrt_figures_add_up_over_many_calls(build, rows_per_block):
 
 
 def test_steps_breakdown(events):
+    # Batch 0 [0, 20) launched nothing (its kernels have no call): done at 20. Batch 1's range
+    # [20, 41) issued the cudaMemcpy at 20 and the kernel [40, 50) at 39: its window runs from
+    # 20 to the kernel's end, 50; busy there: the copy 5, the memset 1, the kernel 10 (the
+    # pinned copy [42, 44) under it, issued at 41, after the range ended).
     s = analyze_steps(events)
     assert (s.range_pattern, s.count) == ("Batch #", 2)
-    assert [(r.wall_ns, r.gpu_busy_ns, r.gpu_idle_ns) for r in s.rows] == [
-        (20 * MS, 12 * MS, 8 * MS),
-        (21 * MS, 7 * MS, 14 * MS),
+    assert [(r.start_ns, r.wall_ns, r.gpu_busy_ns, r.gpu_idle_ns) for r in s.rows] == [
+        (0, 20 * MS, 12 * MS, 8 * MS),
+        (20 * MS, 30 * MS, 16 * MS, 14 * MS),
+    ]
+    assert [
+        (r.cpu_start_ns, r.cpu_ns, r.gpu_start_ns, r.gpu_end_ns, r.gpu_ops) for r in s.rows
+    ] == [
+        (0, 20 * MS, None, None, 0),
+        (20 * MS, 21 * MS, 20 * MS, 50 * MS, 2),
     ]
     assert [dict((c.name, c.cpu_ns) for c in r.children) for r in s.rows] == [
         {"get batch": 10 * MS},
         {"copy batch": 5 * MS, "Compute": 15 * MS},
     ]
-    assert s.median_step_ns == 20_500_000
-    assert s.steps_per_s == pytest.approx(1e9 / 20.5e6)
-    assert s.gpu_busy_ratio == pytest.approx(19 / 41)
+    assert (s.span_ns, s.median_step_ns, s.median_cpu_ns) == (50 * MS, 25 * MS, 20_500_000)
+    assert s.steps_per_s == pytest.approx(2 / 0.050)
+    assert s.gpu_busy_ratio == pytest.approx(28 / 50)
+    assert s.gpu_lag_ns == 9 * MS  # Batch 1's work ended 9 ms after its range
+    assert (s.cpu_ahead_steps, s.paced_by) == (0, "cpu")  # idle 22 of 50 ms
     assert s.thread == f"main (4242/{MAIN_TID})"
 
 
@@ -337,7 +349,10 @@ def test_steps_must_cover_half_their_span(build, rows_per_block, spacing_ms, fou
         steps = analyze_steps(Events.load(trace))
     assert (steps is not None) == found
     if found:
-        assert (steps.range_pattern, steps.count, steps.median_step_ns) == ("Batch #", 10, 6 * MS)
+        # The first step's window is its range, each other from the last range's end to its
+        # own: 10 ms, gap included; 10 steps over 96 ms.
+        assert (steps.range_pattern, steps.count, steps.median_step_ns) == ("Batch #", 10, 10 * MS)
+        assert steps.steps_per_s == pytest.approx(10 / 0.096)
 
 
 @pytest.mark.parametrize("evaluation", ["val step", "eval_step", "test iteration"])

@@ -67,9 +67,13 @@ def test_run_captures_nvtx_steps_and_os_runtime_calls(workload, nsys, tmp_path):
 
     analysis = json.loads((folder / "analysis.json").read_text())
     rows = analysis["steps"]["rows"]
+    # No GPU work: each step runs from the last one's end (the first from its start) to its
+    # own, its CPU range as recorded.
+    ends = [steps[0][1]] + [end for _, _, end in steps]
     assert [(r["name"], r["start_ns"], r["wall_ns"]) for r in rows] == [
-        (name, start, end - start) for name, start, end in steps
+        (name, ends[i], end - ends[i]) for i, (name, _, end) in enumerate(steps)
     ]
+    assert [(r["cpu_start_ns"], r["cpu_ns"]) for r in rows] == [(s, e - s) for _, s, e in steps]
     osrt = {r["function"]: r for r in analysis["osrt"]["rows"]}
     assert osrt["clock_nanosleep"]["count"] == len(sleeps)
     assert osrt["clock_nanosleep"]["total_ns"] == sum(end - start for start, end in sleeps)

@@ -9,6 +9,7 @@ import sqlite3
 import statistics
 from fractions import Fraction
 
+import independent
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -24,14 +25,15 @@ def run(*args):
 
 
 def step_walls(path) -> list[int]:
-    """Per-step wall times straight from the file: the 'Batch i' NVTX ranges."""
-    db = sqlite3.connect(path)
-    rows = db.execute(
-        "SELECT n.end - n.start FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
-        "WHERE s.value LIKE 'Batch %' ORDER BY n.start"
-    ).fetchall()
-    db.close()
-    return [r[0] for r in rows]
+    """Per-step wall times straight from the file: each 'Batch i' NVTX range's window, from
+    the last step's completion to its own (``independent.completion_windows``)."""
+    return [e - s for s, e in independent.step_windows(path, "Batch %")]
+
+
+def rate(path, like: str = "Batch %") -> float:
+    """Steps over the time from the first step's start to the last one's completion."""
+    windows = independent.step_windows(path, like)
+    return len(windows) * 1e9 / (windows[-1][1] - windows[0][0])
 
 
 def test_two_copies_of_a_rung_are_within_noise(rung, tmp_path):
@@ -48,7 +50,7 @@ def test_two_copies_of_a_rung_are_within_noise(rung, tmp_path):
 
 def test_pipelined_is_faster_than_baseline(rung):
     base, pipe = rung("baseline"), rung("pipelined")
-    expected = statistics.median(step_walls(base)) / statistics.median(step_walls(pipe))
+    expected = rate(pipe) / rate(base)
     data = json.loads(run("compare", base, pipe, "--format", "json").output)
     diff = data["runs"][1]["vs_first"]
     assert diff["verdict"] == "faster"
@@ -65,12 +67,12 @@ def test_pipelined_is_faster_than_baseline(rung):
 def test_the_ladder_table(rung):
     names = ["baseline", "multiworker", "pinned", "pipelined"]
     paths = [rung(n) for n in names]
-    medians = [statistics.median(step_walls(p)) for p in paths]
+    rates = [rate(p) for p in paths]
     data = json.loads(run("compare", *paths, "--format", "json").output)
     got = [r["steps_per_s"] for r in data["runs"]]
-    assert got == pytest.approx([1e9 / m for m in medians])
+    assert got == pytest.approx(rates)
     speedups = [r["vs_first"]["speedup"] for r in data["runs"][1:]]
-    assert speedups == pytest.approx([medians[0] / m for m in medians[1:]])
+    assert speedups == pytest.approx([r / rates[0] for r in rates[1:]])
     assert [r["vs_first"]["verdict"] for r in data["runs"][1:]] == ["faster"] * 3
     assert [r["top_recommendation"] for r in data["runs"]] == [
         "multiprocess_loading",
@@ -202,16 +204,16 @@ def test_the_gate_fails_a_real_slowdown_with_a_pull_request_comment():
         main, ["compare", str(base), str(new), "--fail-if-slower", "5", "--format", "markdown"]
     )
     assert result.exit_code == 1
-    slowdown = statistics.median(step_walls(new)) / statistics.median(step_walls(base)) - 1
+    slowdown = rate(base) / rate(new) - 1  # time per step
     assert result.stdout.startswith("**nsysprobe gate: failed**\n")
-    assert f"median step \\+{slowdown * 100:.1f}%" in result.stdout
+    assert f"time per step \\+{slowdown * 100:.1f}%" in result.stdout
     assert "nsysprobe: gate failed: h200_baseline.sqlite: slower by more than 5%" in result.stderr
 
 
 def test_the_gate_passes_two_captures_of_one_rung():
     """The multiworker rung captured twice (once with --cpuctxsw): 1 % apart, within noise."""
     a, b = SAMPLES / "h200_multiworker.sqlite", SAMPLES / "h200_multiworker-cpuctxsw.sqlite"
-    assert abs(statistics.median(step_walls(b)) / statistics.median(step_walls(a)) - 1) < 0.05
+    assert abs(rate(a) / rate(b) - 1) < 0.05
     result = CliRunner().invoke(main, ["compare", str(a), str(b), "--fail-if-slower", "5"])
     assert result.exit_code == 0, result.output
     assert "gate: passed" in result.stdout
@@ -261,3 +263,46 @@ def test_a_gate_that_cannot_test_fails(rung, tmp_path):
     result = CliRunner().invoke(main, ["compare", str(base), str(short), "--fail-if-slower", "5"])
     assert result.exit_code == 1
     assert "cannot test: needs 3+ steps in each run to test (has 6 and 2)" in result.stdout
+
+
+def test_a_gpu_bound_loop_at_two_gpu_speeds_differs_where_its_cpu_ranges_do_not():
+    """fp32 against TF32 GEMMs on the H200: the CPU queues both loops' steps equally fast (it
+    runs ahead), so only the steps timed to their completion on the GPU tell them apart."""
+    fp32, tf32 = SAMPLES / "h200_gpu_bound_fp32.sqlite", SAMPLES / "h200_gpu_bound_tf32.sqlite"
+    cpu = [
+        statistics.median(e - s for s, e in independent.nvtx_ranges(p, "step %"))
+        for p in (fp32, tf32)
+    ]
+    assert 0.75 < cpu[0] / cpu[1] < 1.33  # the CPU ranges: alike
+    expected = rate(tf32, "step %") / rate(fp32, "step %")
+    assert expected > 4  # the GPU: TF32 five times faster (83.2 against 16.3 steps/s printed)
+    data = json.loads(run("compare", fp32, tf32, "--format", "json").output)
+    diff = data["runs"][1]["vs_first"]
+    assert diff["speedup"] == pytest.approx(expected, rel=1e-9)
+    # every TF32 step is shorter than every fp32 step: the most extreme of C(40, 20) splits
+    assert diff["verdict"] == "faster" and diff["p_value"] < 1e-6
+    gate = run("compare", tf32, fp32, "--fail-if-slower", "5")
+    assert gate.exit_code == 1 and f"time per step +{(expected - 1) * 100:.1f}%" in gate.output
+
+
+def test_an_analysis_that_timed_cpu_ranges_is_not_tested_against_one_timed_to_completion(
+    rung, tmp_path
+):
+    """An ``analysis.json`` of report schema 1 (steps timed by their CPU ranges) against a
+    trace analyzed now: no figure is compared, the gate cannot pass; with its trace beside
+    it, the folder is analyzed again."""
+    trace = rung("multiworker")
+    data = json.loads(run("analyze", trace, "--format", "json", "--no-history").output)
+    data["schema_version"] = 1
+    folder = tmp_path / "old-run"
+    folder.mkdir()
+    (folder / "analysis.json").write_text(json.dumps(data))
+    result = json.loads(run("compare", trace, folder, "--format", "json").output)
+    diff = result["runs"][1]["vs_first"]
+    assert (diff["verdict"], diff["speedup"]) == ("unknown", None)
+    assert "timed its steps by their CPU ranges" in diff["why"]
+    gate = run("compare", trace, folder, "--fail-if-slower", "5")
+    assert gate.exit_code == 1 and "cannot test" in gate.output
+    shutil.copy(trace, folder / "report.sqlite")
+    again = json.loads(run("compare", trace, folder, "--format", "json").output)
+    assert again["runs"][1]["vs_first"]["verdict"] == "within noise"

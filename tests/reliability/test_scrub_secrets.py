@@ -163,8 +163,16 @@ def _is_number(declared: str) -> bool:
 
 
 def _ensure(db: sqlite3.Connection, table: str) -> None:
+    """``table`` as nsys makes it: created, or given the columns it lacks (a scrubbed sample
+    keeps only the columns nsysprobe reads, e.g. an empty ``DIAGNOSTIC_EVENT("text")``)."""
     if table not in _tables(db):
         db.execute(f'CREATE TABLE "{table}" ({DDL[table]})')
+        return
+    present = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
+    for column in DDL[table].split(", "):
+        name = column.split()[0]
+        if name not in present:
+            db.execute(f'ALTER TABLE "{table}" ADD COLUMN "{name}"')
 
 
 def _insert(db: sqlite3.Connection, table: str, **values) -> int:

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import independent
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -102,9 +103,10 @@ def test_baseline_report_shows_the_starvation(rung, tmp_path):
     # ladder: 300 ms of loading in the training thread, then 0.5 ms to the next step
     idle = re.findall(r'<rect class="idle"[^>]*><title>GPU 0 idle ([\d.]+) ms</title>', dom)
     assert idle[:3] == ["300.5"] * 3
-    # per step: wall 400 ms = 300 ms get batch + 40 ms copy + 60 ms compute; GPU busy 100 ms
+    # per step: wall 400 ms = 300 ms get batch + 40 ms copy + 60 ms compute; GPU busy 100 ms;
+    # each step after the first from the last one's end: the 0.5 ms between them idle too
     idle_bars = re.findall(r'class="gpu-idle"[^>]*><title>Batch \d: GPU idle ([\d.]+) ms<', dom)
-    assert idle_bars == ["300.0"] * 6
+    assert idle_bars == ["300.0"] + ["300.5"] * 5
     gets = re.findall(r'class="seg"[^>]*><title>Batch \d: get batch ([\d.]+) ms \(CPU\)<', dom)
     assert gets == ["300.0"] * 6
     assert dom.count('<g class="step"') == 6
@@ -115,7 +117,9 @@ def test_baseline_report_shows_the_starvation(rung, tmp_path):
 @needs_chromium
 def test_step_account_bars_add_up_to_each_step(rung, tmp_path):
     """One bar per step, split into the account's buckets; from the ladder's definition each
-    baseline step is 300 ms of loading (idle), a 40 ms pageable copy and 60 ms of kernels."""
+    baseline step is 300 ms of loading (idle), a 40 ms pageable copy and 60 ms of kernels, and
+    each after the first also the 0.5 ms of the thread's own code since the last one ended,
+    before its batch's copy: loading too."""
     dom, console = dump_dom(html_of(rung("baseline"), tmp_path), tmp_path)
     assert console == []
     assert dom.count('<g class="account-step"') == 6
@@ -126,7 +130,7 @@ def test_step_account_bars_add_up_to_each_step(rung, tmp_path):
     for bucket, step, value in bars:
         per_step.setdefault(step, {})[bucket] = float(value.replace(",", ""))
     expected = {"loading": 300.0, "memcpy HtoD Pageable": 40.0, "compute": 60.0}
-    assert per_step == {str(i): expected for i in range(6)}
+    assert per_step == {str(i): {**expected, "loading": 300.5 if i else 300.0} for i in range(6)}
 
 
 @needs_chromium
@@ -203,12 +207,9 @@ def test_hostile_names_stay_text_in_the_browser(build, tmp_path):
 
 
 def timeline_window(path) -> tuple[int, int]:
-    """The timeline's window of a ladder rung: its steps 1 to 3, padded by PAD_RATIO."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        steps = db.execute(
-            "SELECT n.start, n.end FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
-            "WHERE s.value LIKE 'Batch %' ORDER BY n.start"
-        ).fetchall()
+    """The timeline's window of a ladder rung: its steps 1 to 3 (each from the last one's
+    completion to its own, ``independent.completion_windows``), padded by PAD_RATIO."""
+    steps = independent.step_windows(path, "Batch %")
     w0, w1 = steps[1][0], steps[3][1]
     pad = int((w1 - w0) * PAD_RATIO)
     return w0 - pad, w1 + pad
@@ -412,21 +413,12 @@ def test_h200_ladder_reports_show_what_the_text_report_says(name, starved, tmp_p
     """Each real H200 rung, in the browser: its verdict first, all 20 steps drawn, and GPU
     idle bars that add up to the step time the GPU was idle (large only for the baseline)."""
     import json
-    import sqlite3
 
     from conftest import SAMPLE_TRACES
 
     trace = SAMPLE_TRACES / name
     expected = json.loads((SAMPLE_TRACES / "manifest.json").read_text())["traces"][name]
-    db = sqlite3.connect(f"file:{trace}?mode=ro", uri=True)
-    walls = [
-        w
-        for (w,) in db.execute(
-            "SELECT n.end - n.start FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
-            "WHERE n.eventType = 59 AND coalesce(n.text, s.value) LIKE 'Batch %'"
-        )
-    ]
-    db.close()
+    walls = [e - s for s, e in independent.step_windows(trace, "Batch %")]
     dom, console = dump_dom(html_of(trace, tmp_path), tmp_path)
     assert console == []
     verdict = re.search(
@@ -437,3 +429,38 @@ def test_h200_ladder_reports_show_what_the_text_report_says(name, starved, tmp_p
     idle_ms = re.findall(r'class="gpu-idle"[^>]*><title>Batch \d+: GPU idle ([\d.,]+) ms<', dom)
     idle_share = sum(float(v.replace(",", "")) for v in idle_ms) * 1e6 / sum(walls)
     assert (idle_share > 0.5) is starved, idle_share
+
+
+@needs_chromium
+def test_steps_are_drawn_where_the_gpu_ran_them_with_the_cpu_range_beside_them(tmp_path):
+    """The GPU-bound fp32 loop captured on the H200: the CPU queued every step long before the
+    GPU ran it. Each step's CPU bar starts where its NVTX range starts and its window bar
+    where the last step completed (both by SQL, on the figure's time axis), so the CPU bars
+    run ahead of the windows; the window's busy and idle add up to the window."""
+    from conftest import SAMPLE_TRACES
+
+    trace = SAMPLE_TRACES / "h200_gpu_bound_fp32.sqlite"
+    ranges = independent.nvtx_ranges(trace, "step %")
+    windows = independent.step_windows(trace, "step %")
+    dom, console = dump_dom(html_of(trace, tmp_path), tmp_path)
+    assert console == []
+    figure = re.search(r'<svg id="steps-svg".*?</svg>', dom, re.S).group(0)
+    groups = re.findall(r'<g class="step" data-step="(\d+)">(.*?)</g>', figure, re.S)
+    assert [int(i) for i, _ in groups] == list(range(20))
+
+    def x(cls: str, body: str) -> float:
+        return float(re.search(rf'<rect class="{cls}" x="([\d.]+)"', body).group(1))
+
+    cpu_x = [x("seg", body) for _, body in groups]
+    gpu_x = [x("gpu-busy", body) for _, body in groups]
+    origin = min(ranges[0][0], windows[0][0])
+    # x = x0 + (t - origin) * scale, the same scale for both bars: fit it on the windows
+    times = [s - origin for s, _ in windows] + [s - origin for s, _ in ranges]
+    pixels = gpu_x + cpu_x
+    scale, x0 = np.polyfit(times, pixels, 1)
+    assert np.allclose(np.polyval([scale, x0], times), pixels, atol=0.1)
+    assert scale > 0 and all(c < g for c, g in zip(cpu_x[1:], gpu_x[1:]))
+    for (_, body), (s, e) in zip(groups, windows):
+        busy = float(re.search(r"GPU busy ([\d.,]+) ms<", body).group(1).replace(",", ""))
+        idle = float(re.search(r"GPU idle ([\d.,]+) ms<", body).group(1).replace(",", ""))
+        assert abs(busy + idle - (e - s) / 1e6) <= 0.1

@@ -41,10 +41,10 @@ def test_figures_of_a_report_are_those_of_its_json(path):
 def test_every_busy_ratio_of_a_one_gpu_capture_is_the_same_figure():
     """The steps' busy ratio, compare's, and the one the gpu_bound verdict quotes are one
     definition over one window here (one process, one GPU, steps named ``step``): each
-    equals the union of the GPU work in the steps over their wall time, counted with sqlite3
-    and numpy."""
+    equals the union of the GPU work in the steps' windows over their wall time, counted with
+    sqlite3 and numpy."""
     path = SAMPLES[0].parent / "h200_compute_bound.sqlite"
-    expected = independent.busy_ratio_over_steps(path, independent.nvtx_ranges(path, "step"))
+    expected = independent.busy_ratio_over_steps(path, independent.step_windows(path, "step"))
     report = analyze(path)
     assert report.verdict.id == "gpu_bound"
     assert report.steps.gpu_busy_ratio == pytest.approx(expected, rel=1e-12)

@@ -1,0 +1,190 @@
+"""Step windows: where each step ran on the GPU, and how fast the loop went.
+
+A step's NVTX range (``steps.find_steps``) is when the step thread *issued* its work. In a
+loop where the CPU runs ahead of the GPU (the goal state of every input pipeline, any
+GPU-bound job) that range ends long before the GPU has run what it launched, so timing steps
+by their CPU ranges measures the launch rate, not the training rate:
+
+    CPU ranges  |s1|s2|s3|s4|s5|........(blocked: launch queue full, or a sync)........|s9
+    GPU work    |k1 k1 k1 k1 k1|k2 k2 k2 k2 k2|k3 k3 k3 k3 k3|k4 k4 k4 k4 k4|k5 ...
+                ^- window 1 ---^- window 2 ---^- window 3 ---^- window 4 ---^
+
+**GPU projection.** A step's GPU work is every kernel, copy, memset and CUDA graph replay
+whose launching CUDA API call (joined on the process and the correlation id) started inside
+the step's CPU range, on *any* thread of the process: PyTorch's autograd thread launches the
+backward pass while the step thread waits in ``backward()``.
+
+**Completion.** A step is done when its CPU range has ended and the GPU work it launched has
+ended, and not before the step before it:
+``completion[i] = max(cpu_end[i], gpu_end[i], completion[i-1])``. Window *i* runs from
+``completion[i-1]`` to ``completion[i]`` (the first from its CPU range's start), so every
+nanosecond from the first step's start to the last step's completion belongs to exactly one
+step, whichever side bounds the loop. Idle time inside a window takes its cause from what the
+process's threads were doing then (``account.py``), which in a CPU-ahead loop is often a
+later step's range. A lock-step loop (a sync every step, a loader-bound loop) gets the same
+windows as its CPU ranges, plus the time between them.
+
+**Throughput** is steps over time: ``steps / (last completion - first start)``, what a timer
+around the loop that synchronizes at its end measures; the median and the 10th and 90th
+percentiles of the window lengths are reported beside it (1 / median is *not* the rate when
+batches arrive in bursts). The first window is flagged as an outlier (warm-up, the capture's
+start) when it differs from the median of the others by more than ``FIRST_OUTLIER_RATIO``;
+the rate without it is reported too.
+
+**Which side sets the pace.** *CPU ahead by N steps*: the median over steps of how many later
+steps' CPU ranges had begun when the step completed; one or more means the GPU bounds the
+loop. Otherwise, the GPU busy ``1 - GPU_WAITS_IDLE_RATIO`` of the time or more is a lock-step
+loop paced by the GPU, and less is a GPU waiting for the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsysprobe.analyses.events import Events
+from nsysprobe.common.table import Table
+from nsysprobe.trace.reader import pid_of
+
+# The first window is an outlier when it is this much longer or shorter than the median of
+# the others (a warm-up step, work queued before the capture started).
+FIRST_OUTLIER_RATIO = 0.25
+# Idle at least this share of the windows: the GPU waits for the CPU (the gpu_bound verdict's
+# threshold, ``diagnose.rules.GPU_BOUND_IDLE_RATIO``, is the same 10 %).
+GPU_WAITS_IDLE_RATIO = 0.10
+NO_WORK = -1  # a step that launched no GPU work: its gpu_start/gpu_end
+
+
+@dataclass(frozen=True)
+class StepWindows:
+    """The steps of one process: their CPU ranges, the GPU work each launched, their windows.
+    Arrays of one value per step, in the order of the CPU ranges (by start)."""
+
+    pattern: str  # the step range's name pattern (``Batch #``)
+    thread: int  # globalTid of the step thread
+    names: np.ndarray  # object array of the ranges' names
+    cpu_start: np.ndarray
+    cpu_end: np.ndarray
+    gpu_start: np.ndarray  # the projected GPU work's first start, NO_WORK when none
+    gpu_end: np.ndarray  # its last end, NO_WORK when none
+    gpu_ops: np.ndarray  # how many GPU operations each step launched
+    start: np.ndarray  # the window: the last step's completion (the first: its CPU start)
+    end: np.ndarray  # the step's completion
+
+    @property
+    def count(self) -> int:
+        return int(self.start.size)
+
+    @property
+    def wall(self) -> np.ndarray:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast the loop went, and which side set the pace (see the module docstring)."""
+
+    steps_per_s: float  # steps / (last completion - first start)
+    span_ns: int  # last completion - first start
+    median_step_ns: int  # median window
+    p10_step_ns: int
+    p90_step_ns: int
+    first_step_outlier: bool  # the first window is FIRST_OUTLIER_RATIO off the others' median
+    steady_steps_per_s: float | None  # without the first step, when it is an outlier
+    cpu_ahead_steps: float  # median over steps of later CPU ranges begun before completion
+    gpu_lag_ns: int  # median over steps of how long the GPU ran the step after its CPU range
+    paced_by: str  # "gpu" (CPU ahead or in lock step, the GPU busy) or "cpu" (the GPU waits)
+    note: str  # one line: "CPU ahead by 14 steps: the GPU sets the pace"
+
+
+def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWindows:
+    """The windows of the step ranges ``ranges`` (``start``, ``end``, ``name``, by start) of
+    the pattern ``pattern`` on the thread ``thread`` (``StepRanges.windows`` gives them)."""
+    cpu_s = np.asarray(ranges["start"], dtype=np.int64)
+    cpu_e = np.asarray(ranges["end"], dtype=np.int64)
+    n = cpu_s.size
+    gpu_s = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    gpu_e = np.full(n, NO_WORK, dtype=np.int64)
+    ops = np.zeros(n, dtype=np.int64)
+    pid = int(pid_of(np.array([thread], dtype=np.int64))[0])
+    launched_at = events.runtime["start"]
+    for table in (events.kernels, events.memcpy, events.memset, events.graphs):
+        if not len(table) or not n:
+            continue
+        mine = np.flatnonzero(pid_of(table["globalPid"]) == pid)
+        if not mine.size:
+            continue
+        row = events.issuing_rows(np.full(mine.size, pid), table["correlationId"][mine])
+        known = row >= 0
+        mine, at = mine[known], launched_at[row[known]]
+        # The step whose CPU range holds the launch: the last to start at or before it.
+        step = np.searchsorted(cpu_s, at, side="right") - 1
+        inside = step >= 0
+        inside[inside] = at[inside] < cpu_e[step[inside]]
+        step, mine = step[inside], mine[inside]
+        np.minimum.at(gpu_s, step, table["start"][mine])
+        np.maximum.at(gpu_e, step, table["end"][mine])
+        ops += np.bincount(step, minlength=n)
+    gpu_s[ops == 0] = NO_WORK
+    done = np.maximum.accumulate(np.maximum(cpu_e, gpu_e)) if n else cpu_e
+    start = np.concatenate([cpu_s[:1], done[:-1]]) if n else cpu_s
+    return StepWindows(
+        pattern=pattern,
+        thread=thread,
+        names=np.asarray(ranges["name"], dtype=object),
+        cpu_start=cpu_s,
+        cpu_end=cpu_e,
+        gpu_start=gpu_s,
+        gpu_end=gpu_e,
+        gpu_ops=ops,
+        start=start,
+        end=done,
+    )
+
+
+def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
+    """The throughput and pace of ``windows``; ``busy_ns``: the GPU busy time in each."""
+    wall = windows.wall
+    n = wall.size
+    span = int(windows.end[-1] - windows.start[0]) if n else 0
+    rate = n * 1e9 / span if span > 0 else 0.0
+    others = wall[1:] if n > 2 else wall
+    typical = float(np.median(others)) if n else 0.0
+    outlier = n > 2 and typical > 0 and abs(wall[0] - typical) > FIRST_OUTLIER_RATIO * typical
+    steady = None
+    if outlier:
+        rest = int(windows.end[-1] - windows.end[0])
+        steady = (n - 1) * 1e9 / rest if rest > 0 else None
+    begun = np.searchsorted(windows.cpu_start, windows.end, side="left")
+    ahead = np.clip(begun - np.arange(1, n + 1), 0, None)
+    has_work = windows.gpu_end != NO_WORK
+    lag = np.clip(windows.gpu_end - windows.cpu_end, 0, None)[has_work]
+    ahead_median = float(np.median(ahead)) if n else 0.0
+    total = int(wall.sum())
+    idle_ratio = 1 - float(busy_ns.sum()) / total if total else 1.0
+    if ahead_median >= 1:
+        paced_by = "gpu"
+        note = (
+            f"CPU ahead by {ahead_median:g} steps (median; up to {int(ahead.max())}): the GPU "
+            f"sets the pace"
+        )
+    elif idle_ratio < GPU_WAITS_IDLE_RATIO:
+        paced_by = "gpu"
+        note = f"CPU and GPU in lock step; the GPU sets the pace (busy {1 - idle_ratio:.0%})"
+    else:
+        paced_by = "cpu"
+        note = f"the GPU waits for the CPU (idle {idle_ratio:.0%} of the step time)"
+    return Pace(
+        steps_per_s=rate,
+        span_ns=span,
+        median_step_ns=int(np.median(wall)) if n else 0,
+        p10_step_ns=int(np.percentile(wall, 10)) if n else 0,
+        p90_step_ns=int(np.percentile(wall, 90)) if n else 0,
+        first_step_outlier=bool(outlier),
+        steady_steps_per_s=steady,
+        cpu_ahead_steps=ahead_median,
+        gpu_lag_ns=int(np.median(lag)) if lag.size else 0,
+        paced_by=paced_by,
+        note=note,
+    )
