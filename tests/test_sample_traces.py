@@ -33,7 +33,7 @@ def sql(path, query):
 
 def test_the_manifest_lists_every_sample_trace():
     assert sorted(p.name for p in SAMPLE_TRACES.glob("*.sqlite")) == sorted(ALL)
-    assert len(ALL) == 22 and set(MANIFEST) | set(MISTAKES) == set(ALL)
+    assert len(ALL) == 23 and set(MANIFEST) | set(MISTAKES) == set(ALL)
 
 
 def steps_over_time(windows: list[tuple[int, int]]) -> float:
@@ -73,7 +73,7 @@ def test_each_trace_gets_its_verdict_from_its_largest_bucket(name):
         assert report.verdict.expected_gain_ratio >= MIN_GAIN_RATIO
 
 
-@pytest.mark.parametrize("name", sorted(MISTAKES))
+@pytest.mark.parametrize("name", sorted(n for n in MISTAKES if "processes" not in MISTAKES[n]))
 def test_mistake_steps_are_the_workloads_steps(name):
     """20 profiled steps (or the manifest's ``steps``), found from the NVTX range each script
     names its steps with, or 10 equal windows where the script has none (CUB's own ranges are
@@ -263,3 +263,40 @@ def test_compare_over_the_ladder_reproduces_its_table():
             assert diff.speedup == pytest.approx(rate_ / first, rel=1e-3)
     verdicts = {MANIFEST[n]["rung"]: d.verdict for n, d in zip(names, comparison.differences) if d}
     assert verdicts["multiworker"] == verdicts["pinned"] == "faster"
+
+
+def test_two_processes_on_one_gpu_each_against_its_own_clock():
+    """Two training processes sharing the H200, one report: each process's steps (its own
+    ``step N`` ranges, each to its completion on the GPU, by SQL), its steps/s within 5 % of
+    what it printed, and its account over its own windows."""
+    path = SAMPLE_TRACES / "h200_shared_gpu.sqlite"
+    processes = ALL["h200_shared_gpu.sqlite"]["processes"]
+    assert independent.gpu_pids(path) == sorted(int(p) for p in processes)
+    accounts = {a.pid: a for a in nsysprobe.analyze(path).account.accounts}
+    for pid, facts in processes.items():
+        pid = int(pid)
+        windows = independent.step_windows(path, "step %", pid)
+        assert len(windows) == facts["steps"]
+        steps = nsysprobe.analyze(path, pid=pid).steps
+        assert steps.count == facts["steps"]
+        assert steps.steps_per_s == pytest.approx(steps_over_time(windows), rel=1e-9)
+        assert steps.steps_per_s == pytest.approx(facts["steps_per_s_printed"], rel=0.05)
+        account = accounts[pid]
+        assert [(s.start_ns, s.wall_ns) for s in account.steps] == [(a, b - a) for a, b in windows]
+
+
+LADDER_RUN = json.loads((SAMPLE_TRACES / "h200_ladder" / "ladder.json").read_text())
+
+
+@pytest.mark.parametrize("row", LADDER_RUN["rows"], ids=lambda row: row["rung"])
+def test_the_ladder_run_reads_its_steps_per_s_from_the_traces(row):
+    """``nsysprobe ladder`` on the H200: each rung's steps/s is the analysis of its profiled
+    trace (kept, scrubbed, beside ladder.json): steps over time by SQL, within 5 % of the
+    workload's own clock in the same run, and its recommendation the expected one."""
+    path = SAMPLE_TRACES / "h200_ladder" / f"{row['rung']}.sqlite"
+    rate = steps_over_time(independent.step_windows(path, "Batch %"))
+    assert row["steps_per_s"] == pytest.approx(rate, rel=1e-9)
+    assert row["steps_per_s"] == pytest.approx(row["profiled_steps_per_s"], rel=0.05)
+    assert nsysprobe.analyze(path).steps.steps_per_s == pytest.approx(rate, rel=1e-9)
+    assert row["top_recommendation"] == row["expected_recommendation"]
+    assert LADDER_RUN["problems"] == []

@@ -1,7 +1,8 @@
 """The workloads nsysprobe profiles: the data-loading ladder (``ladder.py``, one script per rung:
 ``baseline``, ``multiworker``, ``pinned``, ``streams``, ``prefetch``, ``cached``), the training
-mistakes (``mistakes.py`` lists them), ``numa_ddp.py`` (DDP with NUMA binding, one rank made
-slow on demand) and ``nccl_one_rank.py``.
+mistakes (``mistakes.py`` lists them, ``gpu_bound.py`` among them: a GPU-bound loop the CPU
+runs ahead of), ``numa_ddp.py`` (DDP with NUMA binding, one rank made slow on demand) and
+``nccl_one_rank.py``.
 
 In a checkout they are the repository's ``workloads/``; installed, the same files are the
 package ``nsysprobe.workloads`` (``pyproject.toml`` maps the folder), so each runs as a script

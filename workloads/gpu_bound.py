@@ -27,9 +27,9 @@ from __future__ import annotations
 import torch
 
 if __package__:  # python -m nsysprobe.workloads.gpu_bound
-    from .mistakes import Size, announce, fail, measure, parse_args, report
+    from .mistakes import Size, announce, cuda_graph, fail, measure, parse_args, report
 else:  # python workloads/gpu_bound.py
-    from mistakes import Size, announce, fail, measure, parse_args, report
+    from mistakes import Size, announce, cuda_graph, fail, measure, parse_args, report
 from torch import nn
 
 SIZES = {
@@ -45,8 +45,6 @@ CHOICES = {
         "fp32 on CUDA cores (TF32 off), tf32 on tensor cores, or bf16 autocast",
     )
 }
-# Warm-up iterations on a side stream before capture, as in PyTorch's whole-network example.
-CAPTURE_WARMUP = 3
 
 
 def mlp(depth: int, width: int) -> nn.Sequential:
@@ -96,16 +94,7 @@ def main(argv: list[str] | None = None) -> None:
 
     step = eager_step
     if config.cuda_graph:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(CAPTURE_WARMUP):
-                train_step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        optimizer.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            train_step()
+        graph = cuda_graph(train_step, optimizer)
 
         def graph_step(index: int) -> None:
             torch.cuda.nvtx.range_push(f"step {index}")

@@ -7,6 +7,8 @@
     slow_loader      too few DataLoader workers for a CPU-heavy dataset
     python_overhead  heavy pure-Python bookkeeping between steps, with no synchronization
     compute_bound    the control: data on the GPU, a ResNet-50 step, no synchronization
+    gpu_bound        a wide MLP the CPU runs ahead of, at fp32, TF32 or bf16 (also with a sync
+                     every N steps, or as a CUDA graph): steps timed where the GPU runs them
 
 Each script's docstring says what the mistake is, what the GPU timeline looks like and what
 the fix is. This module holds what they share: the options, whose default sizes are the GPU's
@@ -170,6 +172,27 @@ def measure(config: Config, step: Callable[[int], object]) -> float:
     if config.on_gpu:
         torch.cuda.profiler.stop()
     return config.steps / elapsed
+
+
+# Warm-up iterations on a side stream before a capture, as in PyTorch's whole-network example.
+CAPTURE_WARMUP = 3
+
+
+def cuda_graph(train_step: Callable[[], object], optimizer) -> torch.cuda.CUDAGraph:
+    """``train_step`` captured once in a CUDA graph, the recipe in PyTorch's CUDA-graphs notes:
+    warm-up iterations on a side stream, the gradients set to None (they are then made inside
+    the graph's private memory pool), then the capture. ``graph.replay()`` runs the step."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(CAPTURE_WARMUP):
+            train_step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        train_step()
+    return graph
 
 
 def announce(config: Config) -> None:

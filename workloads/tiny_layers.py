@@ -29,9 +29,9 @@ from __future__ import annotations
 import torch
 
 if __package__:  # python -m nsysprobe.workloads.tiny_layers
-    from .mistakes import Size, announce, fail, measure, parse_args, report
+    from .mistakes import Size, announce, cuda_graph, fail, measure, parse_args, report
 else:  # python workloads/tiny_layers.py
-    from mistakes import Size, announce, fail, measure, parse_args, report
+    from mistakes import Size, announce, cuda_graph, fail, measure, parse_args, report
 from torch import nn
 
 SIZES = {
@@ -41,8 +41,6 @@ SIZES = {
     "batches": Size(8, 2, "distinct batches made on the device once, used in turn"),
 }
 FLAGS = {"cuda_graph": "capture the training step once in a CUDA graph and replay it (the fix)"}
-# Warm-up iterations on a side stream before capture, as in PyTorch's whole-network example.
-CAPTURE_WARMUP = 3
 
 
 def tiny_mlp(depth: int, width: int) -> nn.Sequential:
@@ -77,19 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     step = eager_step
     if config.cuda_graph:
         static_input, static_target = inputs[0].clone(), targets[0].clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(CAPTURE_WARMUP):
-                train_step(static_input, static_target)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        # Gradients are made inside the graph's private memory pool.
-        optimizer.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            loss = criterion(model(static_input), static_target)
-            loss.backward()
-            optimizer.step()
+        graph = cuda_graph(lambda: train_step(static_input, static_target), optimizer)
 
         def graph_step(index: int) -> None:
             torch.cuda.nvtx.range_push(f"iteration {index}")

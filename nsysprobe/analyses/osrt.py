@@ -48,6 +48,7 @@ class OsrtResult:
     rows: tuple[OsrtRow, ...]  # per function and thread, most time in gaps first, then total
     functions: tuple[OsrtFunction, ...]  # per function over all threads, largest total first
     call_count: int
+    pairs: int = 0  # (function, thread) pairs in all, of which ``rows`` lists ROWS_LISTED
 
 
 def analyze_osrt(events: Events, gaps: dict[int, iv.Intervals]) -> OsrtResult:
@@ -82,7 +83,9 @@ def analyze_osrt(events: Events, gaps: dict[int, iv.Intervals]) -> OsrtResult:
         )
         for i in descending(fn_total).tolist()
     )
-    return OsrtResult(rows=rows, functions=functions, call_count=len(os_calls))
+    return OsrtResult(
+        rows=rows, functions=functions, call_count=len(os_calls), pairs=int(count.size)
+    )
 
 
 def _per_function_and_thread(os_calls: Table, gap_union: iv.Intervals) -> Table:

@@ -31,10 +31,10 @@ batches arrive in bursts). The first window is flagged as an outlier (warm-up, t
 start) when it differs from the median of the others by more than ``FIRST_OUTLIER_RATIO``;
 the rate without it is reported too.
 
-**Which side sets the pace.** *CPU ahead by N steps*: the median over steps of how many later
-steps' CPU ranges had begun when the step completed; one or more means the GPU bounds the
-loop. Otherwise, the GPU busy ``1 - GPU_WAITS_IDLE_RATIO`` of the time or more is a lock-step
-loop paced by the GPU, and less is a GPU waiting for the CPU.
+**Which side sets the pace.** The GPU idle ``GPU_WAITS_IDLE_RATIO`` of the windows' time or
+more waits for the CPU; less, it sets the pace. *CPU ahead by N steps*: the median over steps
+of how many later steps' CPU ranges had ended (their work all queued) when the step completed
+(none: lock step).
 """
 
 from __future__ import annotations
@@ -156,25 +156,29 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
     if outlier:
         rest = int(windows.end[-1] - windows.end[0])
         steady = (n - 1) * 1e9 / rest if rest > 0 else None
-    begun = np.searchsorted(windows.cpu_start, windows.end, side="left")
-    ahead = np.clip(begun - np.arange(1, n + 1), 0, None)
+    # Steps whose CPU ranges had ended (whole steps queued) when each step completed, less
+    # the step itself and those before it (all ended by then: completion is a running max).
+    queued = np.searchsorted(np.sort(windows.cpu_end), windows.end, side="right")
+    ahead = np.clip(queued - np.arange(1, n + 1), 0, None)
     has_work = windows.gpu_end != NO_WORK
     lag = np.clip(windows.gpu_end - windows.cpu_end, 0, None)[has_work]
     ahead_median = float(np.median(ahead)) if n else 0.0
     total = int(wall.sum())
     idle_ratio = 1 - float(busy_ns.sum()) / total if total else 1.0
-    if ahead_median >= 1:
+    ahead_text = (
+        f"ahead by {ahead_median:g} step{'' if ahead_median == 1 else 's'} (median; up to "
+        f"{int(ahead.max())})"
+        if ahead_median >= 1
+        else ""
+    )
+    if idle_ratio < GPU_WAITS_IDLE_RATIO:
         paced_by = "gpu"
-        note = (
-            f"CPU ahead by {ahead_median:g} steps (median; up to {int(ahead.max())}): the GPU "
-            f"sets the pace"
-        )
-    elif idle_ratio < GPU_WAITS_IDLE_RATIO:
-        paced_by = "gpu"
-        note = f"CPU and GPU in lock step; the GPU sets the pace (busy {1 - idle_ratio:.0%})"
+        how = f"CPU {ahead_text}" if ahead_text else "CPU and GPU in lock step"
+        note = f"{how}: the GPU sets the pace (busy {1 - idle_ratio:.0%})"
     else:
         paced_by = "cpu"
         note = f"the GPU waits for the CPU (idle {idle_ratio:.0%} of the step time)"
+        note += f", though the CPU runs {ahead_text}" if ahead_text else ""
     return Pace(
         steps_per_s=rate,
         span_ns=span,

@@ -78,7 +78,7 @@ def _workloads_folder() -> Path:
     try:
         from nsysprobe.workloads import FOLDER
     except ImportError:
-        return Path(__file__).resolve().parents[1] / "workloads"
+        return Path(__file__).resolve().parents[2] / "workloads"
     return FOLDER
 
 

@@ -22,8 +22,9 @@ Dask's handshake within 10 s more.
 
 Step starts are aligned across reports on the UTC clock: the report's session start
 (``TARGET_INFO_SESSION_START_TIME``) plus the step's start on the report's own clock. A rank's
-**start lag** is the median over step indexes of how much later its step began than the
-earliest rank's step of the same index (only among ranks whose session start is known).
+**start lag** is the median over step indexes of how much later its step began (its NVTX
+range on the CPU) than the earliest rank's step of the same index (only among ranks whose
+session start is known).
 
 A rank is a **straggler** when it arrives later than the others at the collectives,
 consistently and by enough to matter (``nsysprobe.analyses.arrivals``): in synchronous
@@ -127,7 +128,7 @@ class RankSummary:
     error: str | None  # why this report could not be analyzed (the other figures are empty)
     session_start_utc_ns: int | None
     step_count: int | None
-    steps_per_s: float | None  # 1 / median step
+    steps_per_s: float | None  # steps over time (``windows.py``)
     median_step_ns: int | None
     gpu_busy_ratio: float | None  # as in compare: over the steps, else over the devices' span
     busy_basis: str  # "steps", "span" or "none"
@@ -366,7 +367,7 @@ def summary_of(
         top_title=verdict.title if verdict else None,
         top_gain_ratio=verdict.expected_gain_ratio if verdict else None,
         step_wall_ns=tuple(r.wall_ns for r in rows),
-        step_start_ns=tuple(r.start_ns + (start or 0) for r in rows),
+        step_start_ns=tuple(r.cpu_start_ns + (start or 0) for r in rows),
         bucket_ns_per_step=buckets,
         account_step_ns=account.wall_ns // account.step_count if buckets else 0,
         communication_ns=account.communication_ns if account else 0,

@@ -1,7 +1,7 @@
 """A ManyReport -> text, Markdown, JSON or HTML: the ranks side by side, the stragglers, the
 slowest ranks and what distinguishes them, then the reports that could not be analyzed.
 
-Columns of the rank table: steps, steps/s (1 / median step), median step, GPU busy, GPU idle
+Columns of the rank table: steps, steps/s (steps over time), median step, GPU busy, GPU idle
 per step (median), pageable HtoD bytes and OS-runtime call time (totals over the capture),
 step start lag (see ``nsysprobe.ranks.many``), the per-step test against every other rank pooled,
 and the top recommendation.

@@ -156,6 +156,12 @@ def _json_rows(st) -> str:
 
 
 ACCOUNT_STEP_COLUMNS = 6
+ACCOUNT_STEPS_SHOWN = 12
+COLLECTIVES_SHOWN = 4
+DETAILS_SHOWN = 3
+CAUSES_SHOWN = 10
+LONGEST_SHOWN = 8
+OSRT_SHOWN = 15
 
 
 def _account(report: Report) -> Section | None:
@@ -171,8 +177,10 @@ def _account(report: Report) -> Section | None:
     if a.communication_ns:
         each = "; ".join(
             f"{c.name} x{c.count} {ms(c.total_ns)} ({ms(c.exposed_ns)} exposed)"
-            for c in a.collectives[:4]
+            for c in a.collectives[:COLLECTIVES_SHOWN]
         )
+        if len(a.collectives) > COLLECTIVES_SHOWN:
+            each += f" ({COLLECTIVES_SHOWN} of {len(a.collectives)} collectives; all in the JSON)"
         notes.append(
             f"communication: {ms(a.communication_ns)} of NCCL work, "
             f"{ms(a.communication_overlapped_ns)} of it under compute kernels"
@@ -201,10 +209,15 @@ def _account(report: Report) -> Section | None:
             ms(b.median_ns),
             ms(b.total_ns),
             pct(b.share_ratio),
-            ", ".join(f"{d.name} {ms(d.ns)}" for d in b.details[:3]) or "-",
+            ", ".join(f"{d.name} {ms(d.ns)}" for d in b.details[:DETAILS_SHOWN]) or "-",
         )
         for b in a.buckets
     )
+    if any(len(b.details) > DETAILS_SHOWN for b in a.buckets):
+        notes.append(
+            f"mostly: each bucket's {DETAILS_SHOWN} largest names; the JSON has up to "
+            f"{max(len(b.details) for b in a.buckets)} per bucket"
+        )
     return Section(
         "Where the step time went (step account)",
         tuple(notes),
@@ -220,7 +233,7 @@ def _account_steps(report: Report) -> Section | None:
     top = [b.name for b in a.buckets[:ACCOUNT_STEP_COLUMNS]]
     comm = ("NCCL", "NCCL hidden") if a.communication_ns else ()
     rows = []
-    for st in a.steps[:12]:
+    for st in a.steps[:ACCOUNT_STEPS_SHOWN]:
         by = dict(st.buckets)
         nccl = (ms(st.communication_ns), ms(st.communication_overlapped_ns)) if comm else ()
         rows.append(
@@ -228,7 +241,16 @@ def _account_steps(report: Report) -> Section | None:
             + tuple(ms(by.get(n, 0)) for n in top)
             + nccl
         )
-    notes = ["the largest buckets; every step's buckets are in the JSON"]
+    buckets = (
+        f"the {len(top)} largest of {len(a.buckets)} buckets"
+        if len(a.buckets) > len(top)
+        else "every bucket"
+    )
+    where = "every step's buckets are in the JSON"
+    if len(a.steps) < a.step_count:
+        where = f"the JSON has the first {len(a.steps):,} steps' buckets"
+    notes = [f"{buckets}; {where}"]
+    notes += shown(min(len(a.steps), ACCOUNT_STEPS_SHOWN), a.step_count, "steps", where)
     if comm:
         notes.append(
             "NCCL: its work in the step, hidden: the part under compute kernels (the rest is "
@@ -383,10 +405,12 @@ def _gaps(report: Report) -> Section | None:
         (
             "state: cpu = running its own code; os_wait = blocked in poll/futex/read...; "
             "cuda_* = inside CUDA API calls",
+            *shown(min(len(g.by_cause), CAUSES_SHOWN), len(g.by_cause), "causes"),
         ),
         ("state", "innermost NVTX range", "idle", "share"),
         tuple(
-            (c.state, c.range or "-", ms(c.idle_ns), pct(c.share_ratio)) for c in g.by_cause[:10]
+            (c.state, c.range or "-", ms(c.idle_ns), pct(c.share_ratio))
+            for c in g.by_cause[:CAUSES_SHOWN]
         ),
     )
 
@@ -399,9 +423,16 @@ def _longest_gaps(report: Report) -> Section | None:
     def top(overlaps) -> str:
         return ", ".join(f"{o.name} {ms(o.overlap_ns)}" for o in overlaps[:3]) or "-"
 
+    listed = min(len(g.longest), LONGEST_SHOWN)
+    notes = ()
+    if listed < g.gap_count:
+        notes = (
+            f"the {listed} longest of {g.gap_count:,} gaps shown; the JSON has the "
+            f"{len(g.longest)} longest",
+        )
     return Section(
         "Longest gaps",
-        (),
+        notes,
         ("device", "at", "length", "state", "NVTX open", "OS runtime", "CUDA API"),
         tuple(
             (
@@ -413,7 +444,7 @@ def _longest_gaps(report: Report) -> Section | None:
                 top(x.osrt),
                 top(x.cuda_api),
             )
-            for x in g.longest[:8]
+            for x in g.longest[:LONGEST_SHOWN]
         ),
     )
 
@@ -472,13 +503,25 @@ def _osrt(report: Report) -> Section | None:
     o = report.osrt
     if o is None or not o.rows:
         return None
+    pairs = max(o.pairs, len(o.rows))
+    listed = min(len(o.rows), OSRT_SHOWN)
+    cut = ()
+    if listed < pairs:
+        cut = (
+            f"{listed} of {pairs:,} (function, thread) pairs shown, most time in gaps first; "
+            + (
+                "all are in the JSON"
+                if len(o.rows) == pairs
+                else f"the JSON has the first {len(o.rows)} (and every function's totals)"
+            ),
+        )
     return Section(
         "OS runtime",
-        ("total is the sum of call durations; in gaps = overlap with GPU idle gaps",),
+        ("total is the sum of call durations; in gaps = overlap with GPU idle gaps", *cut),
         ("function", "thread", "count", "total", "longest", "in gaps"),
         tuple(
             (r.function, r.thread, f"{r.count:,}", ms(r.total_ns), ms(r.max_ns), ms(r.in_gap_ns))
-            for r in o.rows[:15]
+            for r in o.rows[:OSRT_SHOWN]
         ),
     )
 

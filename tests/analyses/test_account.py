@@ -156,9 +156,10 @@ def inside(u, lo: int, hi: int) -> int:
 STEP_NAMES = ("Batch [0-9]*", "step", "step [0-9]*", "train_step [0-9]*", "iteration [0-9]*")
 
 
-def step_windows(path: Path) -> list[tuple[str, int, int]]:
-    """The top-level NVTX ranges with a step name on a main thread (tid == pid), in time
-    order; a range is top-level when no other range of its thread encloses it."""
+def step_windows(path: Path, pid: int | None = None) -> list[tuple[str, int, int]]:
+    """The top-level NVTX ranges with a step name on a main thread (tid == pid) of process
+    ``pid`` (any, when None), in time order; a range is top-level when no other range of its
+    thread encloses it."""
     if "NVTX_EVENTS" not in tables(path):
         return []
     name = "coalesce(n.text, s.value)"
@@ -175,7 +176,7 @@ def step_windows(path: Path) -> list[tuple[str, int, int]]:
     for name, s, e, tid, is_step in rows:
         enclosed = reach.get(tid, -1) >= e
         reach[tid] = max(reach.get(tid, -1), e)
-        if is_step and not enclosed:
+        if is_step and not enclosed and pid in (None, (tid >> 24) & 0xFFFFFF):
             out.append((name, s, e))
     return sorted(out, key=lambda r: r[1])
 
@@ -203,7 +204,7 @@ def test_account_conserves_time_and_matches_sql_busy(name):
     assert set(accounts) == set(ops)
     for key, a in accounts.items():
         mine = ops[key]
-        ranges = step_windows(path)
+        ranges = step_windows(path, key[0])
         windows = completion_windows(path, ranges, key[0]) if ranges else fixed_windows(mine)
         assert len(windows) >= 8
         every = union(mine["compute"] + mine["nccl"] + mine["other"])
@@ -1186,7 +1187,7 @@ def test_one_rank_nccl_copies_are_communication_named_by_their_range():
         "WHERE s.value LIKE 'nccl%'",
     )
     a = nsysprobe_analyze(path).account.main
-    windows = step_windows(path)
+    windows = completion_windows(path, step_windows(path), a.pid)
     in_steps = [(s, e) for s, e in copies if any(lo <= s < hi for _, lo, hi in windows)]
     [coll] = a.collectives
     assert (coll.name, coll.count) == ("AllGather", len(in_steps))

@@ -45,3 +45,40 @@ def test_markdown_escapes_trace_strings(build):
 def test_unknown_format():
     with pytest.raises(InputError, match="--format 'xml': unknown; use one of text, json"):
         render(None, "xml")
+
+
+def test_every_table_that_shows_a_subset_says_so_in_every_format():
+    """The H200 slow-loader capture: 20 steps (12 in each per-step table), its OS-runtime
+    (function, thread) pairs and GPU idle gaps over 1 ms (a few in each table), counted with
+    SQL here; each cut table says how many it shows of how many, in text, Markdown and HTML,
+    and the JSON holds what the note says it holds."""
+    import independent
+    import numpy as np
+
+    from nsysprobe.render.html import render_html
+
+    from conftest import SAMPLE_TRACES
+
+    path = SAMPLE_TRACES / "h200_slow_loader.sqlite"
+    ((pairs,),) = independent.query(
+        path, "SELECT count(*) FROM (SELECT DISTINCT nameId, globalTid FROM OSRT_API)"
+    )
+    s, e = independent.gpu_work(path)
+    order = np.argsort(s, kind="stable")
+    reach = np.maximum.accumulate(e[order])
+    gaps = int((s[order][1:] - reach[:-1] > 1_000_000).sum())
+    report = nsysprobe.analyze(path)
+    data = json.loads(render(report, "json"))
+    assert len(data["steps"]["rows"]) == len(data["account"]["accounts"][0]["steps"]) == 20
+    assert len(data["osrt"]["rows"]) == 30 < pairs and len(data["gaps"]["longest"]) == min(20, gaps)
+    wanted = [
+        "12 of 20 steps shown; all are in the JSON",
+        "12 of 20 steps shown; every step's buckets are in the JSON",
+        f"15 of {pairs} (function, thread) pairs shown, most time in gaps first; the JSON has "
+        "the first 30",
+        f"the 8 longest of {gaps} gaps shown; the JSON has the 20 longest",
+    ]
+    for out in (render(report, "text"), render(report, "markdown"), render_html(report)):
+        flat = " ".join(out.replace("\\", "").replace("&#39;", "'").split())
+        for note in wanted:
+            assert note in flat, note

@@ -72,7 +72,9 @@ def count_reads(monkeypatch):
     "path",
     [
         SAMPLE_TRACES / "h200_pinned.sqlite",
-        SAMPLE_TRACES / "h200_nccl_one_rank.sqlite",
+        # (an export as nsys writes it: ``nsysprobe scrub`` declares no column types, so its
+        # copies are read exactly)
+        SAMPLE_TRACES / "h200_tiny_layers.sqlite",
         "cs336_h100_train_nsys2023.4.sqlite",
         "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
     ],

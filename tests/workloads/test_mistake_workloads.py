@@ -29,6 +29,7 @@ SCRIPTS = [
     "slow_loader",
     "python_overhead",
     "compute_bound",
+    "gpu_bound",
 ]
 BLUE, RED, YELLOW, GREEN = 0x0000FF, 0xFF0000, 0xFFFF00, 0x008000
 # (step range, its color, its children with colors) for the scripts recorded through the stand-in
@@ -104,3 +105,23 @@ def test_bad_options_are_refused(mistakes, argv):
     with pytest.raises(SystemExit) as exit_info:
         mistakes.parse_args("x", "x", sizes, ["--device", "cpu", *argv])
     assert exit_info.value.code == 2
+
+
+def test_gpu_bound_options_go_into_its_config_and_bad_ones_are_one_line():
+    done = run_script("gpu_bound", "--precision", "bf16", "--sync-every", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].endswith(" sync_every=2 seed=0 cuda_graph=False precision=bf16"), lines[0]
+    # loss.item() printed every 2nd step of the 3 (warm-up included): steps 1
+    assert [line.split()[:2] for line in lines[1:-1]] == [["step", "1"]]
+    bad = run_script("gpu_bound", "--precision", "fp16")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines()[-1] == (
+        "gpu_bound.py: error: argument --precision: invalid choice: 'fp16' (choose from "
+        "'fp32', 'tf32', 'bf16')"
+    )
+    graph = run_script("gpu_bound", "--cuda-graph")
+    assert graph.returncode == 2
+    assert graph.stderr.strip().splitlines() == [
+        "gpu_bound.py: error: --cuda-graph needs a CUDA device; run it without --device cpu"
+    ]
