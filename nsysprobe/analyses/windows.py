@@ -92,10 +92,10 @@ class Pace:
     p90_step_ns: int
     first_step_outlier: bool  # the first window is FIRST_OUTLIER_RATIO off the others' median
     steady_steps_per_s: float | None  # without the first step, when it is an outlier
-    cpu_ahead_steps: float  # median over steps of later CPU ranges begun before completion
+    cpu_ahead_steps: float  # median over steps of later CPU ranges ended before completion
     gpu_lag_ns: int  # median over steps of how long the GPU ran the step after its CPU range
     paced_by: str  # "gpu" (CPU ahead or in lock step, the GPU busy) or "cpu" (the GPU waits)
-    note: str  # one line: "CPU ahead by 14 steps: the GPU sets the pace"
+    note: str  # one line: "CPU ahead by 14 steps (median; up to 19): the GPU sets the pace ..."
 
 
 def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWindows:
