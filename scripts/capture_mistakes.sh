@@ -12,6 +12,9 @@
 #            the GPU-bound loop of workloads/gpu_bound.py: gpu_bound_fp32, gpu_bound_tf32,
 #            gpu_bound_bf16, gpu_bound_sync (fp32, loss.item() every 5 steps), gpu_bound_graph
 #            (tf32, a CUDA graph); bursty_loader is slow_loader.py --workers 4 (batches in fours)
+#            the pathologies and loops of issues 31 and 32, each its own script: cpu_optimizer
+#            checkpoint worker_respawn host_postprocess cudnn_autotune gc_collect periodic_eval
+#            copy_bound offload_inference init_in_capture
 #   PYTHON   interpreter with torch, torchvision and nvtx<0.2.12 (default python3)
 #   STEPS    profiled steps per workload (default 20); WARMUP unprofiled steps first (default 5)
 #   RUN_ARGS extra options for nsysprobe run; WORKLOAD_ARGS for every workload
@@ -34,7 +37,9 @@ for name in "${names[@]}"; do
     extra=()
     case $name in
         readback | dtoh_numpy | empty_cache | tiny_layers | slow_loader | python_overhead | \
-            compute_bound) ;;
+            compute_bound | cpu_optimizer | checkpoint | worker_respawn | host_postprocess | \
+            cudnn_autotune | gc_collect | periodic_eval | copy_bound | offload_inference | \
+            init_in_capture) ;;
         tiny_layers_graph) script=tiny_layers extra=(--cuda-graph) ;;
         gpu_bound_fp32 | gpu_bound_tf32 | gpu_bound_bf16)
             script=gpu_bound extra=(--precision "${name#gpu_bound_}")
