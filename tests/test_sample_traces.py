@@ -17,7 +17,11 @@ from nsysprobe.numa import load_recorded
 
 from conftest import SAMPLE_TRACES
 
-ALL = json.loads((SAMPLE_TRACES / "manifest.json").read_text())["traces"]
+_MANIFEST = json.loads((SAMPLE_TRACES / "manifest.json").read_text())
+ALL = _MANIFEST["traces"]
+# Captured for the issues on causes and gains: their diagnoses are those issues' work, their
+# steps are timed now.
+PATHOLOGIES = _MANIFEST["pathologies"]["traces"]
 # The ladder rungs; the mistakes' traces have a "workload" instead of a "rung".
 MANIFEST = {n: t for n, t in ALL.items() if "rung" in t}
 MISTAKES = {n: t for n, t in ALL.items() if "workload" in t}
@@ -32,7 +36,8 @@ def sql(path, query):
 
 
 def test_the_manifest_lists_every_sample_trace():
-    assert sorted(p.name for p in SAMPLE_TRACES.glob("*.sqlite")) == sorted(ALL)
+    listed = sorted([*ALL, *PATHOLOGIES])
+    assert sorted(p.name for p in SAMPLE_TRACES.glob("*.sqlite")) == listed
     assert len(ALL) == 23 and set(MANIFEST) | set(MISTAKES) == set(ALL)
 
 
@@ -41,7 +46,9 @@ def steps_over_time(windows: list[tuple[int, int]]) -> float:
 
 
 TIMED = sorted(
-    n for n, t in ALL.items() if "steps_per_s_printed" in t and t.get("step_ranges", True)
+    n
+    for n, t in {**ALL, **PATHOLOGIES}.items()
+    if "steps_per_s_printed" in t and t.get("step_ranges", True)
 )
 
 
@@ -50,8 +57,14 @@ def test_steps_per_s_is_the_workloads_own_clock(name):
     """The workload timed its profiled steps itself (a synchronize before and after them);
     the analysis, from the trace alone, must agree within 5 %, whichever side bounds the loop
     (the GPU-bound loops run their CPU ranges many times faster than that)."""
+    facts = {**ALL, **PATHOLOGIES}[name]
     steps = nsysprobe.analyze(SAMPLE_TRACES / name).steps
-    assert steps.steps_per_s == pytest.approx(ALL[name]["steps_per_s_printed"], rel=0.05)
+    assert steps.steps_per_s == pytest.approx(facts["steps_per_s_printed"], rel=0.05)
+    if "steady_steps_per_s_printed" in facts:  # the first step compiled: an outlier
+        assert steps.first_step_outlier
+        assert steps.steady_steps_per_s == pytest.approx(
+            facts["steady_steps_per_s_printed"], rel=0.05
+        )
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -300,3 +313,41 @@ def test_the_ladder_run_reads_its_steps_per_s_from_the_traces(row):
     assert nsysprobe.analyze(path).steps.steps_per_s == pytest.approx(rate, rel=1e-9)
     assert row["top_recommendation"] == row["expected_recommendation"]
     assert LADDER_RUN["problems"] == []
+
+
+def test_steps_with_no_launch_to_join_say_they_are_timed_by_their_cpu_ranges(tmp_path):
+    """The CUDA graph loop without its CUDA API table: its replays cannot be joined to a
+    launch, so its steps are its CPU ranges, and the pace line says so."""
+    import shutil
+
+    path = tmp_path / "no-api.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_gpu_bound_graph.sqlite", path)
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    db.commit()
+    db.close()
+    steps = nsysprobe.analyze(path).steps
+    ranges = independent.nvtx_ranges(path, "step %")
+    assert [(r.start_ns, r.cpu_ns, r.gpu_ops) for r in steps.rows][1:] == [
+        (ranges[i - 1][1], e - s, 0) for i, (s, e) in enumerate(ranges) if i
+    ]
+    assert steps.note.endswith(
+        "none of the process's GPU work could be joined to a launch in a step range (no CUDA "
+        "API calls traced): steps are timed by their CPU ranges"
+    )
+    assert (
+        "timed by their CPU ranges"
+        not in nsysprobe.analyze(SAMPLE_TRACES / "h200_gpu_bound_graph.sqlite").steps.note
+    )
+
+
+def test_ranks_that_do_not_communicate_name_the_slower_one():
+    """The two processes sharing the H200 (fp32 at 6.5, TF32 at 32.3 steps/s by their own
+    clocks): no collectives, so no straggler, and the fp32 one is named slower."""
+    from click.testing import CliRunner
+
+    from nsysprobe.cli import main
+
+    path = SAMPLE_TRACES / "h200_shared_gpu.sqlite"
+    out = CliRunner().invoke(main, ["analyze", str(path), "--ranks", "--no-history"]).output
+    assert "slower than the others pooled: h200_shared_gpu:596 (x" in " ".join(out.split())

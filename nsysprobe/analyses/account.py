@@ -944,7 +944,8 @@ class _ProcessDevice:
         inside = step >= 0
         inside[inside] = launched[inside] < cpu_e[step[inside]]
         window = np.searchsorted(self.win_s, self.ops["start"][htod], side="right") - 1
-        group = np.where(inside, step, cpu_s.size + window)
+        # Steps are 0 .. n-1; the windows' groups follow them (before the first window: n).
+        group = np.where(inside, step, cpu_s.size + 1 + window)
         _, first = np.unique(group, return_index=True)
         out[htod[first]] = True
         return out

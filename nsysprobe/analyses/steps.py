@@ -28,7 +28,7 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, grouped_in_blocks, range_pattern, top_level
-from nsysprobe.analyses.windows import NO_WORK, Pace, StepWindows, pace, project
+from nsysprobe.analyses.windows import Pace, StepWindows, pace, project
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
@@ -159,8 +159,8 @@ def step_breakdown(events: Events, found: StepRanges, windows: StepWindows) -> S
     cpu = windows.cpu_end - windows.cpu_start
     children = _children(ranges.take(ranges["globalTid"] == thread), steps)
 
-    def when(t: int) -> int | None:
-        return None if t == NO_WORK else int(t)
+    def when(times: np.ndarray, i: int) -> int | None:
+        return int(times[i]) if windows.gpu_ops[i] else None
 
     rows = tuple(
         StepRow(
@@ -172,8 +172,8 @@ def step_breakdown(events: Events, found: StepRanges, windows: StepWindows) -> S
             gpu_idle_ns=int(wall[i] - busy_ns[i]),
             cpu_start_ns=int(windows.cpu_start[i]),
             cpu_ns=int(cpu[i]),
-            gpu_start_ns=when(windows.gpu_start[i]),
-            gpu_end_ns=when(windows.gpu_end[i]),
+            gpu_start_ns=when(windows.gpu_start, i),
+            gpu_end_ns=when(windows.gpu_end, i),
             gpu_ops=int(windows.gpu_ops[i]),
             children=tuple(
                 ChildTime(name=n, cpu_ns=int(ns)) for n, ns in children.get(i, {}).items()

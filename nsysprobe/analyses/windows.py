@@ -53,7 +53,6 @@ FIRST_OUTLIER_RATIO = 0.25
 # Idle at least this share of the windows: the GPU waits for the CPU (the gpu_bound verdict's
 # threshold, ``diagnose.rules.GPU_BOUND_IDLE_RATIO``, is the same 10 %).
 GPU_WAITS_IDLE_RATIO = 0.10
-NO_WORK = -1  # a step that launched no GPU work: its gpu_start/gpu_end
 
 
 @dataclass(frozen=True)
@@ -66,9 +65,10 @@ class StepWindows:
     names: np.ndarray  # object array of the ranges' names
     cpu_start: np.ndarray
     cpu_end: np.ndarray
-    gpu_start: np.ndarray  # the projected GPU work's first start, NO_WORK when none
-    gpu_end: np.ndarray  # its last end, NO_WORK when none
+    gpu_start: np.ndarray  # the projected GPU work's first start (where gpu_ops > 0)
+    gpu_end: np.ndarray  # its last end (where gpu_ops > 0)
     gpu_ops: np.ndarray  # how many GPU operations each step launched
+    process_ops: int  # the process's GPU operations in all, joined to a launch or not
     start: np.ndarray  # the window: the last step's completion (the first: its CPU start)
     end: np.ndarray  # the step's completion
 
@@ -105,14 +105,16 @@ def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWin
     cpu_e = np.asarray(ranges["end"], dtype=np.int64)
     n = cpu_s.size
     gpu_s = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    gpu_e = np.full(n, NO_WORK, dtype=np.int64)
+    gpu_e = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     ops = np.zeros(n, dtype=np.int64)
+    process_ops = 0
     pid = int(pid_of(np.array([thread], dtype=np.int64))[0])
     launched_at = events.runtime["start"]
     for table in (events.kernels, events.memcpy, events.memset, events.graphs):
         if not len(table) or not n:
             continue
         mine = np.flatnonzero(pid_of(table["globalPid"]) == pid)
+        process_ops += int(mine.size)
         if not mine.size:
             continue
         row = events.issuing_rows(np.full(mine.size, pid), table["correlationId"][mine])
@@ -126,7 +128,6 @@ def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWin
         np.minimum.at(gpu_s, step, table["start"][mine])
         np.maximum.at(gpu_e, step, table["end"][mine])
         ops += np.bincount(step, minlength=n)
-    gpu_s[ops == 0] = NO_WORK
     done = np.maximum.accumulate(np.maximum(cpu_e, gpu_e)) if n else cpu_e
     start = np.concatenate([cpu_s[:1], done[:-1]]) if n else cpu_s
     return StepWindows(
@@ -138,6 +139,7 @@ def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWin
         gpu_start=gpu_s,
         gpu_end=gpu_e,
         gpu_ops=ops,
+        process_ops=process_ops,
         start=start,
         end=done,
     )
@@ -160,8 +162,8 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
     # the step itself and those before it (all ended by then: completion is a running max).
     queued = np.searchsorted(np.sort(windows.cpu_end), windows.end, side="right")
     ahead = np.clip(queued - np.arange(1, n + 1), 0, None)
-    has_work = windows.gpu_end != NO_WORK
-    lag = np.clip(windows.gpu_end - windows.cpu_end, 0, None)[has_work]
+    has_work = windows.gpu_ops > 0
+    lag = np.clip(windows.gpu_end[has_work] - windows.cpu_end[has_work], 0, None)
     ahead_median = float(np.median(ahead)) if n else 0.0
     total = int(wall.sum())
     idle_ratio = 1 - float(busy_ns.sum()) / total if total else 1.0
@@ -179,6 +181,11 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
         paced_by = "cpu"
         note = f"the GPU waits for the CPU (idle {idle_ratio:.0%} of the step time)"
         note += f", though the CPU runs {ahead_text}" if ahead_text else ""
+    if windows.process_ops and not has_work.any():
+        note += (
+            "; none of the process's GPU work could be joined to a launch in a step range (no "
+            "CUDA API calls traced): steps are timed by their CPU ranges"
+        )
     return Pace(
         steps_per_s=rate,
         span_ns=span,

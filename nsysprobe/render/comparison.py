@@ -41,7 +41,8 @@ def rows(comparison: Comparison) -> list[tuple[str, ...]]:
     out = []
     for run, diff in zip(comparison.runs, comparison.differences):
         m = run.metrics
-        ref = None if diff is None else first
+        # Steps timed two ways measure two things: no difference of their figures is shown.
+        ref = None if diff is None or m.step_timing != first.step_timing else first
         out.append(
             (
                 run.label,

@@ -189,13 +189,24 @@ def _stragglers(report: ManyReport) -> Section:
         )
     else:
         tested = sum(v.verdict != "unknown" for v in report.verdicts)
-        notes = (
-            f"No straggler: no collectives to time arrivals at, and none of the {tested} ranks "
-            "with steps is significantly slower than the others pooled."
-            if tested
-            else "No rank could be tested: straggler detection needs per-step NVTX ranges "
-            "(wrap each step in a range such as 'Batch i', or name it with --step-range).",
-        )
+        slower = [v for v in report.verdicts if v.verdict == "slower"]
+        if slower:
+            which = ", ".join(f"{v.label} (x{v.slowdown_ratio:.2f})" for v in slower)
+            text = (
+                "No straggler: no collectives to time arrivals at (ranks that do not "
+                f"communicate do not wait for each other); slower than the others pooled: {which}."
+            )
+        elif tested:
+            text = (
+                f"No straggler: no collectives to time arrivals at, and none of the {tested} "
+                "ranks with steps is significantly slower than the others pooled."
+            )
+        else:
+            text = (
+                "No rank could be tested: straggler detection needs per-step NVTX ranges "
+                "(wrap each step in a range such as 'Batch i', or name it with --step-range)."
+            )
+        notes = (text,)
     return Section("Stragglers", notes, (), ())
 
 

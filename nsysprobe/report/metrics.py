@@ -52,13 +52,13 @@ STEP_TIMINGS = (COMPLETION, CPU_RANGE)
 # The report schema from which steps are timed to their completion.
 COMPLETION_SCHEMA = 2
 
-# Each figure's type and the range it lies in. A step lasts 1 ns or more, so steps_per_s is
-# at most 1e9 (0 when there are no steps to time).
+# Each figure's type and the range it lies in. steps_per_s is steps over at least 1 ns: at most
+# the steps a report can hold per ns (0 when there are no steps to time).
 _NS = (int, 0, INT64_MAX)
 _RATIO = (float, 0.0, 1.0)
 FIGURES = {
     "step_count": _NS,
-    "steps_per_s": (float, 0.0, 1e9),
+    "steps_per_s": (float, 0.0, 1e18),
     "median_step_ns": _NS,
     "gpu_busy_ratio": _RATIO,
     "idle_per_step_ns": _NS,

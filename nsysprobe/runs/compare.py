@@ -194,15 +194,15 @@ def difference(first: RunMetrics, other: RunMetrics) -> Difference:
         speedup = None  # 1e9 steps/s over 1e-300: no figure anybody measured
     a, b = first.step_wall_ns, other.step_wall_ns
     if first.step_timing != other.step_timing:
-        older = first if first.step_timing == CPU_RANGE else other
+        older = "the first run" if first.step_timing == CPU_RANGE else "this run"
         return Difference(
             None,
             "unknown",
             None,
             None,
             None,
-            f"{older.trace or 'a run'} timed its steps by their CPU ranges (an older nsysprobe);"
-            f" analyze its trace again to time them to completion",
+            f"{older} timed its steps by their CPU ranges (an older nsysprobe); analyze its "
+            f"trace again to time them to completion",
         )
     if len(a) < MIN_STEPS or len(b) < MIN_STEPS:
         return Difference(

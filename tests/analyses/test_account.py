@@ -37,6 +37,7 @@ from conftest import SAMPLE_TRACES, shared_trace
 from exports import MAIN_TID, PID, WORKER_TID, Export, gtid
 
 US = 1_000
+MS = 1_000_000
 MB64 = 64 << 20
 
 # -- part 1: real traces against SQL -------------------------------------------------------
@@ -152,8 +153,15 @@ def inside(u, lo: int, hi: int) -> int:
 
 
 # Step ranges in the project's captures: the ladder's ``Batch N``, the workloads' ``step``,
-# ``step N``, ``train_step N``, ``iteration N``.
-STEP_NAMES = ("Batch [0-9]*", "step", "step [0-9]*", "train_step [0-9]*", "iteration [0-9]*")
+# ``step N``, ``train_step N``, ``iteration N``, ``forward N``.
+STEP_NAMES = (
+    "Batch [0-9]*",
+    "step",
+    "step [0-9]*",
+    "train_step [0-9]*",
+    "iteration [0-9]*",
+    "forward [0-9]*",
+)
 
 
 def step_windows(path: Path, pid: int | None = None) -> list[tuple[str, int, int]]:
@@ -1230,3 +1238,34 @@ def test_distinct_copy_kinds_are_the_distinct_rows_in_order(low, high):
     assert rows == expected
     position = {r: i for i, r in enumerate(expected)}
     assert index.tolist() == [position[r] for r in zip(*(c.tolist() for c in cols))]
+
+
+def test_a_copy_before_the_first_step_keeps_its_own_slot_for_the_first_htod(tmp_path):
+    #  t (ms)  -6 -5 -4     0    4  5  6  7  8  9  10 ...  (4 steps of 10 ms, each alike)
+    #  GPU         [H)           [H)   [H)[k)               H: 1 MiB pinned copies
+    #  main                 [poll)C     C  L                 steps [10 i, 10 i + 9)
+    # With a DataLoader worker in the report, only each step's first host-to-device copy is
+    # its batch: the poll before it is loader_wait. A copy launched before the loop, outside
+    # every step range, is nobody's batch and takes no step's slot (it took the last one's).
+    def accounts(pre_copy: bool):
+        ex = Export()
+        ex.thread_name("pt_data_worker", tid=4400, pid=6000)
+        if pre_copy:
+            ex.memcpy(
+                -5 * MS, -4 * MS, 1 << 20, api="cudaMemcpyAsync_v3020", api_span=(-6 * MS, -5 * MS)
+            )
+        for i in range(4):
+            t = i * 10 * MS
+            ex.nvtx(t, t + 9 * MS, f"step {i}")
+            ex.osrt(t, t + 4 * MS, "poll")
+            for a in (4, 6):
+                span = (t + a * MS, t + (a + 1) * MS)
+                ex.memcpy(*span, 1 << 20, api="cudaMemcpyAsync_v3020", api_span=span)
+            ex.kernel(t + 7 * MS, t + 8 * MS, launch_at=t + 7 * MS)
+        with Trace(ex.save(tmp_path / f"pre-{pre_copy}.sqlite")) as trace:
+            (a,) = analyze_account(Events.load(trace)).accounts
+        return per_step(a)
+
+    plain, with_copy = accounts(False), accounts(True)
+    assert with_copy == plain
+    assert all(step.get("loader_wait") == 4 * MS for step in plain)

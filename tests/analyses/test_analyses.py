@@ -371,3 +371,58 @@ def test_training_steps_win_over_a_longer_evaluation_loop(build, evaluation):
         steps = analyze_steps(Events.load(trace))
     assert steps.range_pattern == "train step #"
     assert steps.count == 10
+
+
+def test_windows_do_not_move_with_the_clock_and_rates_round_trip(tmp_path):
+    """A real capture with every timestamp moved 100 s before the clock's zero gives the same
+    steps (a negative GPU end is an end, not 'no work'); steps 1 ns apart give a rate over
+    1e9 steps/s that ``compare`` reads back from the JSON nsysprobe wrote."""
+    import json
+    import shutil
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from nsysprobe.cli import main
+
+    from conftest import SAMPLE_TRACES
+
+    source = SAMPLE_TRACES / "h200_gpu_bound_sync.sqlite"
+    moved = tmp_path / "moved.sqlite"
+    shutil.copy(source, moved)
+    db = sqlite3.connect(moved)
+    tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for table in tables:
+        columns = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
+        for column in ("start", "end"):
+            if column in columns:
+                db.execute(f'UPDATE "{table}" SET "{column}" = "{column}" - 100000000000')
+    db.commit()
+    db.close()
+    a, b = analyze_steps_of(source), analyze_steps_of(moved)
+    assert b.steps_per_s == pytest.approx(a.steps_per_s, rel=1e-12)
+    assert [(r.start_ns + 100_000_000_000, r.wall_ns, r.gpu_ops) for r in b.rows] == [
+        (r.start_ns, r.wall_ns, r.gpu_ops) for r in a.rows
+    ]
+    assert all(r.gpu_end_ns is not None and r.gpu_end_ns < 0 for r in b.rows)
+
+    ex = Export()
+    for i in range(5):
+        ex.nvtx(10 * MS + i, 10 * MS + i, f"step {i}")  # zero-length, 1 ns apart
+    ex.kernel(0, MS, launch_at=0)
+    path = ex.save(tmp_path / "dense.sqlite")
+    run = tmp_path / "run"
+    run.mkdir()
+    out = CliRunner().invoke(
+        main, ["analyze", str(path), "--step-range", "step #", "--format", "json", "--no-history"]
+    )
+    assert json.loads(out.output)["steps"]["steps_per_s"] == pytest.approx(5 / 4e-9)
+    (run / "analysis.json").write_text(out.output)
+    compared = CliRunner().invoke(main, ["compare", str(run), str(run), "--format", "json"])
+    assert compared.exit_code == 0, compared.output
+
+
+def analyze_steps_of(path):
+    import nsysprobe
+
+    return nsysprobe.analyze(path).steps
