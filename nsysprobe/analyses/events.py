@@ -5,6 +5,12 @@ tables and facts (``Lookups``: labels, thread and process names, GPUs, what was 
 no analysis runs SQL. Names of NVTX ranges and kernels stay as string ids until an analysis
 needs the text of a few of them (``nvtx_names``, ``name_of``): the one open Trace gives them.
 A report holding several processes is loaded once; ``for_process`` splits it.
+
+A row whose process, thread or GPU id is unusable (``reader.ID_BOUNDS``: absent, NULL, not an
+integer, out of range) belongs to no process, thread or GPU: it is left out (``left_out``)
+rather than given to a made-up one. A row with no usable correlation or stream id is kept;
+its correlation joins no other row (``NO_CALL``). The capture-health analysis names each
+table and column and how many rows.
 """
 
 from __future__ import annotations
@@ -19,7 +25,14 @@ import numpy as np
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.common.heap import map_large_arrays
 from nsysprobe.common.table import Groups, Labels, Table, by_count, concat
-from nsysprobe.trace.reader import GpuInfo, Trace, pid_of, range_pattern  # noqa: F401
+from nsysprobe.trace.reader import (  # noqa: F401
+    NO_ID,
+    GpuInfo,
+    Trace,
+    UnusableIds,
+    pid_of,
+    range_pattern,
+)
 from nsysprobe.trace.schema import DIAGNOSTIC_PATTERNS
 
 # ``cudaLaunchKernel_v7000``, ``cudaMemcpyAsync_ptsz_v7000`` (per-thread default stream).
@@ -62,6 +75,17 @@ LARGE_GROUP = 1 << 12
 # Devices analyzed at most (the busiest): one machine's report holds a few to 16 GPUs, and
 # every per-device figure, account and table grows with them.
 MAX_DEVICES = 64
+# The ids each table's rows are given to a GPU, process or thread by: a row with ``NO_ID`` in
+# one of them is left out.
+GPU_TABLES = ("kernels", "memcpy", "memset", "graphs")
+_OWNER_IDS = {
+    **{t: ("deviceId", "globalPid") for t in GPU_TABLES},
+    **{t: ("globalTid",) for t in ("runtime", "osrt", "nvtx", "overhead")},
+}
+OWNER_IDS = frozenset(c for ids in _OWNER_IDS.values() for c in ids)
+# A CUDA API call's correlation id when it has no usable one: not ``NO_ID``, which a GPU
+# operation with no usable id holds, so that the two never join.
+NO_CALL = NO_ID - 1
 
 
 def rows_overlapping(df: Table, by: iv.Intervals, threads) -> Table:
@@ -254,9 +278,16 @@ class Lookups:
     nvtx_counts: dict[int, int]  # eventType -> rows; read only when no range was
     diagnostics: tuple[str, ...]  # DIAGNOSTIC_EVENT texts of dropped events
     sched: Table | None  # --cpuctxsw scheduling events, when asked for
+    unusable_ids: tuple[UnusableIds, ...]  # id columns with NO_ID in some rows, by table
 
     @classmethod
     def read(cls, trace: Trace, *, ranges: bool, sched: bool) -> Lookups:
+        """Read after the event tables: ``unusable_ids`` counts what they held."""
+        runs = None
+        if sched:
+            runs = trace.sched_events()
+            if runs["globalTid"].size and runs["globalTid"].min() < 0:
+                runs = runs.take(runs["globalTid"] >= 0)
         return cls(
             path=trace.path,
             nsys_version=trace.nsys_version,
@@ -272,7 +303,8 @@ class Lookups:
             nvtx_domains=trace.nvtx_domains,
             nvtx_counts={} if ranges else trace.nvtx_counts(),
             diagnostics=tuple(trace.diagnostics(DIAGNOSTIC_PATTERNS)),
-            sched=trace.sched_events() if sched else None,
+            sched=runs,
+            unusable_ids=trace.unusable_ids,
         )
 
 
@@ -289,6 +321,7 @@ class Events:
     graphs: Table  # CUDA graph replays recorded whole: busy time with no kernel rows
     overhead: Table  # nsys's own overhead on the profiled threads
     dropped: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)  # rows with NO_ID in an owner id
     _gaps: dict[int, dict[int, iv.Intervals]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -307,12 +340,14 @@ class Events:
             "overhead": trace.profiler_overhead(),
         }
         dropped = {k: int(v.dropped) for k, v in frames.items()}
-        ranges = bool(len(frames["nvtx"]) or dropped["nvtx"])
+        left_out = _leave_out_unowned(frames)
+        ranges = bool(len(frames["nvtx"]) or dropped["nvtx"] or left_out.get("nvtx"))
         lookups = Lookups.read(trace, ranges=ranges, sched=sched)
         return cls(
             trace=trace,
             lookups=lookups,
             dropped={k: v for k, v in dropped.items() if v},
+            left_out=left_out,
             **frames,
         )
 
@@ -337,6 +372,7 @@ class Events:
             graphs=own(self.graphs, "globalPid"),
             overhead=own(self.overhead, "globalTid"),
             dropped=self.dropped,
+            left_out=self.left_out,
         )
 
     @property
@@ -482,7 +518,7 @@ class Events:
             if pid not in self._calls_by_id:
                 continue
             ids, rows = self._calls_by_id[pid]
-            sel = np.flatnonzero(pids == pid)
+            sel = np.flatnonzero((pids == pid) & (corrs >= 0))  # NO_ID joins nothing
             want = corrs[sel]
             if ids.dtype != want.dtype:  # search in the ids' own type, not a copy of them
                 info = np.iinfo(ids.dtype)
@@ -545,6 +581,26 @@ class Events:
         pid = (int(global_tid) >> 24) & 0xFFFFFF
         name = self.thread_names.get(int(global_tid))
         return f"{name} ({pid}/{tid})" if name else f"thread {pid}/{tid}"
+
+
+def _leave_out_unowned(frames: dict[str, Table]) -> dict[str, int]:
+    """Take out of ``frames`` (in place) the rows with ``NO_ID`` in an id of ``_OWNER_IDS``,
+    and give the API calls' unusable correlation ids ``NO_CALL``; the rows left out, by
+    table."""
+    left_out = {}
+    for name, df in frames.items():
+        keep = None
+        for col in _OWNER_IDS[name]:
+            if df[col].size and df[col].min() < 0:
+                owned = df[col] >= 0
+                keep = owned if keep is None else keep & owned
+        if keep is not None:
+            frames[name] = df.take(keep)
+            left_out[name] = int(keep.size - np.count_nonzero(keep))
+    corr = frames["runtime"]["correlationId"]
+    if corr.size and corr.min() < 0:
+        frames["runtime"]["correlationId"] = np.where(corr < 0, NO_CALL, corr).astype(corr.dtype)
+    return left_out
 
 
 def first_row_of(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:

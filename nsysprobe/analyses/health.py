@@ -11,6 +11,11 @@ Checks, each with its fix:
 - ``no_osrt``: OS-runtime calls were not traced (``--trace=osrt``).
 - ``rows_skipped``: rows with a missing, reversed or malformed interval (not integers, or
   timestamps out of range) were skipped.
+- ``rows_without_owner``: rows whose process, thread or GPU id (``globalPid``, ``globalTid``,
+  ``deviceId``) is absent, NULL, not an integer or out of range were left out: no process,
+  thread or GPU is made up for them. Each table and column is named, with how many rows.
+- ``ids_unusable``: rows whose ``correlationId`` or ``streamId`` is unusable were kept (their
+  time counts), but are tied to no CUDA call (GPU work) or no GPU work (API calls).
 - ``cuda_records_dropped``: nsys says CUDA was traced in hardware and records were dropped
   (``DIAGNOSTIC_EVENT``, nsys 2026.x on some GPUs): kernels or memsets may be missing, so busy
   time reads low; ``-t cuda-sw`` restores them.
@@ -33,7 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.events import GPU_TABLES, OWNER_IDS, Events
+from nsysprobe.trace.reader import UnusableIds
 from nsysprobe.trace.schema import (
     NVTX_DOMAIN_CREATE,
     NVTX_DOMAIN_DESTROY,
@@ -57,18 +63,21 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
     requested = facts.requested_traces
     # Every range row was read (or dropped as damaged): the table is counted again only when
     # it holds none, to tell "no ranges" from "no NVTX".
-    ranges = len(events.nvtx) + events.dropped.get("nvtx", 0)
+    left_out = events.left_out
+    ranges = len(events.nvtx) + events.dropped.get("nvtx", 0) + left_out.get("nvtx", 0)
     domain_rows = 0
     if not ranges:
         counts = facts.nvtx_counts
         ranges = sum(counts.get(t, 0) for t in NVTX_RANGE_TYPES)
         domain_rows = counts.get(NVTX_DOMAIN_CREATE, 0) + counts.get(NVTX_DOMAIN_DESTROY, 0)
-    osrt_rows = len(events.osrt)
+    osrt_rows = len(events.osrt) + left_out.get("osrt", 0)
+    api_rows = len(events.runtime) + left_out.get("runtime", 0)
+    # GPU work left out for want of a process or GPU id is work recorded: the finding on those
+    # rows says what happened to it, not the ones on a capture that recorded none.
+    gpu_recorded = events.has_gpu_activity or any(left_out.get(t) for t in GPU_TABLES)
     found: list[Finding] = []
 
-    nothing = (
-        not events.has_gpu_activity and not ranges and not osrt_rows and not len(events.runtime)
-    )
+    nothing = not gpu_recorded and not ranges and not osrt_rows and not api_rows
     if nothing:
         found.append(
             Finding(
@@ -80,7 +89,7 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "after), or profile without --capture-range",
             )
         )
-    elif not events.has_gpu_activity:
+    elif not gpu_recorded:
         asked = requested is None or "cuda" in requested
         found.append(
             Finding(
@@ -137,7 +146,7 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "profile with -t cuda-sw (software CUDA tracing) instead of hardware tracing",
             )
         )
-    if events.has_gpu_activity and not len(events.runtime):
+    if events.has_gpu_activity and not api_rows:
         found.append(
             Finding(
                 "no_cuda_api",
@@ -197,6 +206,7 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
                 "--type sqlite`",
             )
         )
+    found += _unusable_ids(events.lookups.unusable_ids)
     if events.dropped:
         detail = ", ".join(f"{n} {k}" for k, n in sorted(events.dropped.items()))
         found.append(
@@ -209,6 +219,71 @@ def analyze_health(events: Events) -> tuple[Finding, ...]:
             )
         )
     return tuple(found)
+
+
+# What becomes of the rows with an unusable id, by column (kept rows) or by owner id.
+_LEFT_OUT_FOR = {
+    "deviceId": "no GPU to put them on",
+    "globalPid": "no process to give them to",
+    "globalTid": "no thread or process to give them to",
+}
+_KEPT_AS = {
+    "correlationId": "counted as GPU busy time, not tied to the CUDA call that launched them",
+    "streamId": "counted as GPU busy time; the timeline draws them on one lane, 'stream -1'",
+}
+_API_CORRELATION = "kept as CPU time, no GPU work tied to them"
+_API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
+
+
+def _unusable_ids(ids: tuple[UnusableIds, ...]) -> list[Finding]:
+    """A finding for the rows left out for want of an owner id, one for the rows kept with an
+    unusable correlation or stream id: each table and column, and how many rows."""
+    left = [(u, _LEFT_OUT_FOR[u.column]) for u in ids if u.column in OWNER_IDS]
+    kept = [
+        (u, _API_CORRELATION if u.table in _API_TABLES else _KEPT_AS[u.column])
+        for u in ids
+        if u.column not in OWNER_IDS
+    ]
+    fix = (
+        "analyze the export as nsys wrote it: re-export the report with `nsys export --type "
+        "sqlite` (a column renamed, emptied or edited reads as unusable)"
+    )
+    out = []
+    if left:
+        out.append(
+            Finding(
+                "rows_without_owner",
+                "warning",
+                f"rows with no usable process, thread or GPU id were left out, so no figure "
+                f"counts them ({_described(left)})",
+                fix,
+            )
+        )
+    if kept:
+        out.append(
+            Finding(
+                "ids_unusable",
+                "warning",
+                f"rows with no usable correlation or stream id were kept ({_described(kept)})",
+                fix,
+            )
+        )
+    return out
+
+
+def _described(items: list[tuple[UnusableIds, str]]) -> str:
+    """``TABLE.column`` of each, how many of its rows and what became of them."""
+    parts = []
+    for u, what in items[:LISTED]:
+        if u.absent:
+            parts.append(f"{u.table} has no {u.column} column: all {u.rows:,} rows, {what}")
+        else:
+            parts.append(
+                f"{u.table}.{u.column} is NULL, not an integer or out of range in "
+                f"{u.unusable:,} of {u.rows:,} rows, {what}"
+            )
+    more = f"; {len(items) - LISTED} more columns" if len(items) > LISTED else ""
+    return "; ".join(parts) + more
 
 
 def _listed(items: list[int]) -> str:

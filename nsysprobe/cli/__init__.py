@@ -9,6 +9,12 @@ one place (``_Group.main``):
 - Ctrl-C: ``nsysprobe: interrupted``, exit 130; SIGTERM and SIGHUP end it the same way (exit
   128 + the signal), so files being written are removed on the way out;
 - a closed pipe (``| head``): nothing more is printed, exit 141 as for SIGPIPE;
+- a standard stream closed before the start (``>&-``, ``2>&-``): nobody reads it, as nobody
+  reads a closed pipe, so the run is quiet there: the console script gives it /dev/null
+  (``nsysprobe.__main__``), the command does its work and exits with its own code (0 when
+  all went well);
+- a report that cannot be written whole (ulimit -f, a full disk): ``OutputError``, exit 2;
+  what was written before stays, so a script must go by the exit code;
 - a bug: ``nsysprobe: internal error: ...``, exit 70, the traceback with ``NSYSPROBE_DEBUG=1``.
 
 Everything printed goes through ``echo``, which escapes control and format characters
@@ -27,6 +33,7 @@ import traceback
 import click
 
 from nsysprobe.common.safetext import name, one_line, printable
+from nsysprobe.common.writer import write_all
 from nsysprobe.errors import NsysprobeError
 
 # Exit codes besides the errors' own (2).
@@ -44,17 +51,13 @@ class OutputError(NsysprobeError):
 
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
-    """Print ``text`` (a report, a line) with control and format characters escaped; text the
-    stream's encoding cannot hold is written as backslash escapes."""
-    text = printable(text)
+    """Print ``text`` (a report, a line) whole, with control and format characters escaped;
+    text the stream's encoding cannot hold is written as backslash escapes. A write the
+    system cuts short (ulimit -f, a full disk) is an ``OutputError``, never a cut report."""
+    text = printable(text) + ("\n" if nl else "")
+    stream = sys.stderr if err else sys.stdout
     try:
-        try:
-            click.echo(text, err=err, nl=nl)
-        except UnicodeEncodeError:
-            stream = sys.stderr if err else sys.stdout
-            encoding = getattr(stream, "encoding", None) or "ascii"
-            text = text.encode(encoding, "backslashreplace").decode(encoding)
-            click.echo(text, err=err, nl=nl)
+        _write(stream, text)
     except OSError as exc:
         if exc.errno == errno.EPIPE:
             raise
@@ -63,6 +66,32 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
             f"{where}: cannot write to it ({exc.strerror or exc}); write the report to a file "
             f"on a disk with space (and within ulimit -f), or to a pipe"
         ) from None
+
+
+def _write(stream, text: str) -> None:
+    """``text`` to ``stream``'s descriptor through ``write_all``; to ``stream`` itself when it
+    has none (click's test runner, a notebook)."""
+    if stream is None:  # closed at the start, in a process that is not the console script
+        return
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        try:
+            click.echo(text, file=stream, nl=False)
+        except UnicodeEncodeError:
+            click.echo(_encoded(text, encoding, "strict").decode(encoding), file=stream, nl=False)
+        return
+    raw = _encoded(text, encoding, getattr(stream, "errors", None) or "strict")
+    stream.flush()  # what went through the stream itself (click's own messages) comes first
+    write_all(fd, raw)
+
+
+def _encoded(text: str, encoding: str, errors: str) -> bytes:
+    try:
+        return text.encode(encoding, errors)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace")
 
 
 class _Stopped(KeyboardInterrupt):
@@ -148,7 +177,8 @@ class _Group(click.Group):
             pass
         try:
             code = _exit_code(super().main(args, prog_name, complete_var, False, **extra))
-            sys.stdout.flush()
+            if sys.stdout is not None:
+                sys.stdout.flush()
         except BaseException as exc:  # noqa: BLE001 -- every ending gets its code and line
             code = _ended(exc)
         finally:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from nsysprobe.cli import echo
+from nsysprobe.common.writer import write_output
 from nsysprobe.ladder.run import (
     LADDER_JSON,
     LADDER_MD,
@@ -111,7 +112,9 @@ def ladder(
         progress=_say,
     )
     for summary, file in (("json", LADDER_JSON), ("markdown", LADDER_MD)):
-        (result.folder / file).write_text(render_ladder(result, summary), encoding="utf-8")
+        write_output(
+            render_ladder(result, summary), result.folder / file, force=False, option="--output"
+        )
     echo(render_ladder(result, fmt), nl=False)
     _say(f"runs, ladder.json and ladder.md in {result.folder}")
     check_ladder(result)

@@ -39,11 +39,13 @@ def scrub(export: str, output: str, force: bool, fmt: str) -> None:
     \b
     - timestamps, ids, sizes and kinds, as they are;
     - kernel, CUDA API, OS-call, thread, process, GPU and NVTX names, enum labels and the
-      nsys version, with secrets (the value after a name such as password, HF_TOKEN or
-      api_key and any separator: =, :, :=, =>, quotes, brackets or a new line; the
-      password flags of common tools such as sshpass -p; Bearer ...; hf_/ghp_/sk-/AKIA
-      keys; long random strings), absolute paths, e-mail addresses, URLs and host names
-      replaced by placeholders such as <secret:kqzvwmbtxyaq> or <path:...>.
+      nsys version, with secrets (the value after a name such as password, HF_TOKEN,
+      api_key or session and any separator: =, :, :=, =>, their look-alikes, quotes,
+      brackets or a new line, up to the next whitespace outside quotes whatever punctuation
+      it holds; JSON, header and URL forms; the password flags of common tools such as
+      sshpass -p; Bearer ...; hf_/ghp_/sk-/sk_live_/AKIA/ya29./JWT keys and long random
+      strings, inside words too), absolute paths, e-mail addresses, URLs, host names and
+      IPv4/IPv6 addresses replaced by placeholders such as <secret:kqzvwmbtxyaq>.
 
     A placeholder carries a keyed hash of what it replaced (a new random key each run, so
     nothing can be guessed back from it): names that were equal stay equal, names that

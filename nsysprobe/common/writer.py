@@ -1,4 +1,6 @@
-"""The one way nsysprobe writes a file a user named (``--html``, ``scrub -o``).
+"""The one way nsysprobe writes a file a user named (``--html``, ``scrub -o``, the ladder's
+``ladder.json`` and ``ladder.md``), and the one way its bytes reach a descriptor (``write_all``,
+standard output included).
 
 - Checked before the work starts (``check_output``): the name must be free, or a regular file
   with ``force``; never a folder, a FIFO, a device, a symbolic link or one of the inputs; its
@@ -10,6 +12,9 @@
   process: the final step is ``link``, which fails when the name exists.
 - Work that builds its file itself (SQLite) does it in ``scratch_dir`` and hands the result
   to ``publish``; no other user can read it there.
+- Every byte is written by ``write_all``, which goes on after a short write until the system
+  says why it cannot: Python's buffered files can drop the rest of a write that a file size
+  limit (ulimit -f) cut short and report success.
 
 Every failure is an ``InputError`` naming the option, the path, what happened and the fix.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -87,7 +93,7 @@ def write_output(
     raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
     with scratch_dir(path) as scratch:
         tmp = scratch / "output"
-        _guarded(lambda: tmp.write_bytes(raw), path, option)
+        _guarded(lambda: _write_new(tmp, raw), path, option)
         return publish(tmp, path, force=force, inputs=inputs, option=option)
 
 
@@ -158,10 +164,27 @@ def _place(link, path: Path, force: bool, inputs, option: str) -> Path:
     return path
 
 
-def _write_all(fd: int, raw: bytes) -> None:
+def write_all(fd: int, raw: bytes) -> None:
+    """Write all of ``raw`` to ``fd``, or raise the OSError that stopped it (EFBIG past
+    ulimit -f, ENOSPC, EPIPE): a short write is followed by the rest, never taken as done."""
     view = memoryview(raw)
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:  # a non-blocking descriptor (a pipe shared with another program)
+            select.select([], [fd], [])
+            continue
+        if written == 0:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        view = view[written:]
+
+
+def _write_new(path: Path, raw: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        write_all(fd, raw)
+    finally:
+        os.close(fd)
 
 
 def _guarded(action, path: Path, option: str):

@@ -8,12 +8,17 @@ one-line error instead of gigabytes of memory:
 - ``MAX_CPUS``: CPU ids run below ``NR_CPUS``, which the kernel's Kconfig caps at 8192
   (``MAXSMP`` on x86-64; arm64 allows 4096).
 - ``MAX_NODES``: node ids run below ``MAX_NUMNODES`` = 2^``NODES_SHIFT``, at most 2^10.
+
+A list is at most ``MAX_LIST_CHARS`` long, and reading it costs one pass over its text and at
+most one over the ids below the limit, however its ranges overlap (``0-8191,0-8191,...``,
+which no kernel prints); the ids of every set are shared, not made anew for each list.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import compress
 
 from nsysprobe.errors import TopologyError
 
@@ -24,6 +29,9 @@ MAX_NODES = 1024
 MAX_LIST_CHARS = 64 * 1024
 _CPULIST = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
 _ID_DIGITS = 9  # more digits than any id below MAX_CPUS, few enough for int() to stay cheap
+_IDS = tuple(range(MAX_CPUS))
+# Kernel lists have a few ranges; past this many, ids are marked in a bitmap instead of a set.
+_FEW_RANGES = 8
 
 
 def is_cpulist(text: str) -> bool:
@@ -60,7 +68,7 @@ def parse_cpulist(
             f"{where}: a {kind} list of {len(text)} characters, longer than any the kernel "
             f"prints for {limit} ids; {fix or _default_fix(kind)}"
         )
-    ids: set[int] = set()
+    ranges: list[tuple[int, int]] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
@@ -79,8 +87,8 @@ def parse_cpulist(
             raise TopologyError(f"range {part!r} in {where} runs backwards: write it low-high")
         if high >= limit:
             raise TopologyError(_too_big(where, kind, str(high), limit, fix))
-        ids.update(range(low, high + 1))
-    return frozenset(ids)
+        ranges.append((low, high))
+    return _covered(ranges, limit)
 
 
 def parse_nodelist(text: str, *, where: str, fix: str = "") -> frozenset[int]:
@@ -99,6 +107,19 @@ def format_cpulist(ids: Iterable[int]) -> str:
             ranges.append(str(low) if low == high else f"{low}-{high}")
             start = i
     return ",".join(ranges)
+
+
+def _covered(ranges: list[tuple[int, int]], limit: int) -> frozenset[int]:
+    """The ids of ``ranges`` (each within ``limit``), in time linear in their count and limit."""
+    if len(ranges) <= _FEW_RANGES:
+        ids: set[int] = set()
+        for low, high in ranges:
+            ids.update(_IDS[low : high + 1])
+        return frozenset(ids)
+    marks = bytearray(limit)
+    for low, high in ranges:
+        marks[low : high + 1] = b"\x01" * (high - low + 1)
+    return frozenset(compress(_IDS, marks))
 
 
 def _too_big(where: str, kind: str, number: str, limit: int, fix: str) -> str:

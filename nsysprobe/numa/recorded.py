@@ -48,6 +48,7 @@ from nsysprobe.numa.topology import (
     Gpu,
     NumaNode,
     Topology,
+    claim_cpus,
     resolve_gpu_node,
     unbindable_notes,
 )
@@ -121,12 +122,19 @@ def _fields(lines: list[str]) -> list[tuple[str, str]]:
 def _parse_lscpu_plain(lines: list[str], where: str) -> LscpuInfo:
     fields = _fields(lines)
     nodes: dict[int, frozenset[int]] = {}
+    node_of: dict[int, int] = {}
     for label, value in fields:
         numa_at = label.upper().find("NUMA")
         number = re.search(r"[0-9]+", label[numa_at:]) if numa_at >= 0 else None
         if number and (value == "" or is_cpulist(value)):
             node = parse_id(number.group(), where=where, kind="node", fix=RECORD[LSCPU_FILE])
+            if node in nodes:
+                # Each list would be expanded: lscpu prints a node once.
+                raise TopologyError(
+                    f"{where}: NUMA node {node} is listed twice; {RECORD[LSCPU_FILE]}"
+                )
             nodes[node] = parse_cpulist(value, where=where, fix=RECORD[LSCPU_FILE])
+            claim_cpus(node_of, node, nodes[node], where=where, fix=RECORD[LSCPU_FILE])
     total, online = _cpu_count_and_online(fields, where)
     if not online:
         online = frozenset().union(*nodes.values()) if nodes else frozenset()
@@ -327,6 +335,7 @@ def _rows_to_info(names: list[str], rows: list[list[str]], where: str) -> LscpuI
 def parse_numactl_hardware(text: str, *, where: str = NUMACTL_FILE) -> NumactlInfo:
     fix = RECORD[NUMACTL_FILE]
     cpus: dict[int, frozenset[int]] = {}
+    node_of: dict[int, int] = {}
     memory: dict[int, int] = {}
     for line in text.splitlines():
         match = re.match(r"^\s*node\s+([0-9]+)\s+cpus:\s*(.*)$", line)
@@ -336,6 +345,7 @@ def parse_numactl_hardware(text: str, *, where: str = NUMACTL_FILE) -> NumactlIn
                 raise TopologyError(f"cannot read {line.strip()[:80]!r} in {where}; {fix}")
             node = parse_id(match.group(1), where=where, kind="node", fix=fix)
             cpus[node] = frozenset(parse_id(i, where=where, fix=fix) for i in ids)
+            claim_cpus(node_of, node, cpus[node], where=where, fix=fix)
             continue
         match = re.match(r"^\s*node\s+([0-9]+)\s+size:\s*([0-9]{1,12})\s*MB", line)
         if match:

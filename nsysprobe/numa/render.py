@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from nsysprobe.numa.cpulist import format_cpulist
 from nsysprobe.numa.placement import PlacementReport
 from nsysprobe.numa.plan import Plan
@@ -88,6 +90,7 @@ def plan_text(plan: Plan) -> str:
 
 
 def placement_json(report: PlacementReport) -> dict:
+    cpulist = lru_cache(maxsize=1024)(format_cpulist)
     return {
         "schema_version": SCHEMA_VERSION,
         "pid": report.root_pid,
@@ -98,7 +101,7 @@ def placement_json(report: PlacementReport) -> dict:
                 "tid": e.tid,
                 "role": e.role,
                 "name": e.name,
-                "cpus": format_cpulist(e.cpus),
+                "cpus": cpulist(e.cpus),
                 "cpu_nodes": sorted(e.cpu_nodes),
                 "mems_allowed": sorted(e.mems_allowed),
                 "memory_policy": e.policy,
@@ -110,17 +113,21 @@ def placement_json(report: PlacementReport) -> dict:
             }
             for e in report.entries
         ],
+        "notes": list(report.notes),
     }
 
 
 def placement_text(report: PlacementReport) -> str:
+    # The entries of one tree share a few CPU sets, each formatted once.
+    cpulist = lru_cache(maxsize=1024)(format_cpulist)
     lines = []
     for e in report.entries:
         who = f"  thread {e.tid} {e.name}" if e.tid is not None else f"{e.role} {e.pid} {e.name}"
         pages = " ".join(f"N{n}={kb // 1024}MiB" for n, kb in e.pages_kb_by_node)
         memory = "" if e.tid is not None else f"; policy {e.policy}, pages {pages or '-'}"
         lines.append(
-            f"{who}: CPUs {format_cpulist(e.cpus)} (nodes {format_cpulist(e.cpu_nodes)}){memory}"
+            f"{who}: CPUs {cpulist(e.cpus)} (nodes {format_cpulist(e.cpu_nodes)}){memory}"
             f" -> {e.verdict}: {e.reason}"
         )
+    lines.extend(f"  note: {note}" for note in report.notes)
     return "\n".join(lines)

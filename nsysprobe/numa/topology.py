@@ -17,8 +17,10 @@ Sources, in the order the kernel exposes them:
   container) can be given CPUs of one node only: a GPU on another node then has no CPU this
   job may use, and binding to its node is impossible in this job (``Topology.bindable``).
 
-Every file is read with a size bound and every list through the bounded parser
-(``nsysprobe.numa.cpulist``), so a tree that is not a real ``/sys`` ends in a one-line error.
+Every file is read with a size bound, only when it is a regular file inside the root
+(``nsysprobe.numa.tree``), every folder is listed up to a bound on its entries, and every list
+goes through the bounded parser (``nsysprobe.numa.cpulist``), so a tree that is not a real
+``/sys`` ends in a one-line error.
 
 GPU indices follow PCI bus order, which is nvidia-smi's order and CUDA's for identical GPUs.
 """
@@ -29,9 +31,9 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nsysprobe.common.files import read_text
 from nsysprobe.errors import TopologyError
-from nsysprobe.numa.cpulist import format_cpulist, parse_cpulist, parse_id
+from nsysprobe.numa.cpulist import MAX_CPUS, MAX_NODES, format_cpulist, parse_cpulist, parse_id
+from nsysprobe.numa.tree import listed, read_in
 
 # The largest sysfs or /proc file read whole (a CPU list of 8192 CPUs, /proc/PID/status) is
 # tens of kB.
@@ -44,6 +46,12 @@ NVIDIA_VENDOR = "0x10de"
 GPU_CLASSES = ("0x0300", "0x0302")
 # More GPUs than any one host holds (the largest have 16); a longer list is not a real machine.
 MAX_GPUS = 64
+# Entries a sysfs folder may hold: cpu<N> and node<N> beside a dozen files, a CPU's few cache
+# levels, the PCI functions of a large server (thousands, with SR-IOV virtual functions).
+MAX_CPU_ENTRIES = 2 * MAX_CPUS
+MAX_NODE_ENTRIES = 2 * MAX_NODES
+MAX_CACHE_ENTRIES = 64
+MAX_PCI_ENTRIES = 1 << 16
 ROOT_FIX = "point --root at a folder holding sys/ and proc/ of a Linux machine"
 # What a Slurm user asks for to get CPUs on the GPUs' nodes.
 SLURM_FIX = "ask Slurm for CPUs on that node (--gres-flags=enforce-binding)"
@@ -168,19 +176,19 @@ def discover(root: str | Path = "/") -> Topology:
     if not cpu_dir.is_dir():
         raise TopologyError(f"no {cpu_dir}: {ROOT_FIX}")
     notes: list[str] = []
-    online = _online_cpus(cpu_dir)
-    possible = _read_list(cpu_dir / "possible") or online
+    online = _online_cpus(root, cpu_dir)
+    possible = _read_list(root, cpu_dir / "possible") or online
     offline = possible - online
-    nodes = _read_nodes(root / "sys/devices/system/node", online)
+    nodes = _read_nodes(root, root / "sys/devices/system/node", online)
     if not nodes:
         notes.append("the kernel exposes no NUMA nodes; all CPUs are counted as node 0")
         nodes = (NumaNode(0, online),)
     node_of = {cpu: node.id for node in nodes for cpu in node.cpus}
     cpus = tuple(
-        _read_cpu(cpu_dir / f"cpu{cpu}", cpu, node_of.get(cpu, 0)) for cpu in sorted(online)
+        _read_cpu(root, cpu_dir / f"cpu{cpu}", cpu, node_of.get(cpu, 0)) for cpu in sorted(online)
     )
-    allowed = _allowed_cpus(root / "proc/self/status") or online
-    gpus = _read_gpus(root / "sys/bus/pci/devices", nodes, notes)
+    allowed = _allowed_cpus(root, root / "proc/self/status") or online
+    gpus = _read_gpus(root, root / "sys/bus/pci/devices", nodes, notes)
     topology = Topology(
         nodes=nodes,
         cpus=cpus,
@@ -270,103 +278,130 @@ def _threads_per_core(topology: Topology) -> int:
     return max(per_core.values(), default=1)
 
 
-def _read_text(path: Path) -> str | None:
-    text = read_text(path, limit=SYSFS_MAX_BYTES, fix=ROOT_FIX, error=TopologyError)
+def _read_text(root: Path, path: Path) -> str | None:
+    text = read_in(path, root, limit=SYSFS_MAX_BYTES, fix=ROOT_FIX, error=TopologyError)
     return None if text is None else text.strip()
 
 
-def _read_list(path: Path) -> frozenset[int]:
-    text = _read_text(path)
+def _read_list(root: Path, path: Path) -> frozenset[int]:
+    text = _read_text(root, path)
     return frozenset() if text is None else parse_cpulist(text, where=str(path), fix=ROOT_FIX)
 
 
-def _read_number(path: Path, kind: str) -> int | None:
+def _read_number(root: Path, path: Path, kind: str) -> int | None:
     """A CPU/node id or a small count in ``path``; None when absent or -1 (unknown)."""
-    text = _read_text(path)
+    text = _read_text(root, path)
     if text is None or text == "-1":
         return None
     return parse_id(text, where=str(path), kind=kind, fix=ROOT_FIX)
 
 
-def _entry_id(entry: Path, prefix: str, kind: str) -> int | None:
-    """``cpu12`` -> 12; None for a name that is not the prefix and a number (``cpufreq``)."""
-    suffix = entry.name[len(prefix) :]
-    if not (suffix.isascii() and suffix.isdigit()):
-        return None
-    return parse_id(suffix, where=str(entry), kind=kind, fix=ROOT_FIX)
+def _entries(folder: Path, limit: int) -> list[Path]:
+    """The entries of ``folder`` (none when it is absent); TopologyError past ``limit``."""
+    names, more = listed(folder, limit)
+    if more:
+        raise TopologyError(
+            f"{folder}: more than {limit} entries, more than any real one holds; {ROOT_FIX}"
+        )
+    return [folder / name for name in names]
 
 
-def _online_cpus(cpu_dir: Path) -> frozenset[int]:
-    online = _read_list(cpu_dir / "online")
+def _numbered_entries(folder: Path, prefix: str, kind: str, limit: int) -> list[tuple[int, Path]]:
+    """``cpu12`` -> (12, path), for each name that is ``prefix`` and a number (not
+    ``cpufreq``), in id order."""
+    found = []
+    for entry in _entries(folder, limit):
+        suffix = entry.name[len(prefix) :]
+        if entry.name.startswith(prefix) and suffix.isascii() and suffix.isdigit():
+            found.append((parse_id(suffix, where=str(entry), kind=kind, fix=ROOT_FIX), entry))
+    return sorted(found)
+
+
+def _online_cpus(root: Path, cpu_dir: Path) -> frozenset[int]:
+    online = _read_list(root, cpu_dir / "online")
     if online:
         return online
     # Without an ``online`` file every CPU directory counts, minus those marked offline.
-    ids = set()
-    for entry in cpu_dir.glob("cpu[0-9]*"):
-        cpu = _entry_id(entry, "cpu", "CPU")
-        if cpu is not None and _read_text(entry / "online") != "0":
-            ids.add(cpu)
-    return frozenset(ids)
+    return frozenset(
+        cpu
+        for cpu, entry in _numbered_entries(cpu_dir, "cpu", "CPU", MAX_CPU_ENTRIES)
+        if _read_text(root, entry / "online") != "0"
+    )
 
 
-def _read_nodes(node_dir: Path, online: frozenset[int]) -> tuple[NumaNode, ...]:
+def _read_nodes(root: Path, node_dir: Path, online: frozenset[int]) -> tuple[NumaNode, ...]:
     nodes = []
-    for entry in node_dir.glob("node[0-9]*"):
-        node_id = _entry_id(entry, "node", "node")
-        if node_id is None:
-            continue
+    node_of: dict[int, int] = {}
+    for node_id, entry in _numbered_entries(node_dir, "node", "node", MAX_NODE_ENTRIES):
         # Offline CPUs can linger in a node's list; they cannot run anything.
-        cpus = _read_list(entry / "cpulist") & online
-        nodes.append(NumaNode(node_id, cpus, _memory_kb(entry / "meminfo")))
+        cpus = _read_list(root, entry / "cpulist") & online
+        claim_cpus(node_of, node_id, cpus, where=str(entry / "cpulist"), fix=ROOT_FIX)
+        nodes.append(NumaNode(node_id, cpus, _memory_kb(root, entry / "meminfo")))
     return tuple(sorted(nodes, key=lambda node: node.id))
 
 
-def _memory_kb(meminfo: Path) -> int | None:
-    text = _read_text(meminfo)
+def claim_cpus(
+    node_of: dict[int, int], node: int, cpus: frozenset[int], *, where: str, fix: str
+) -> None:
+    """Record ``cpus`` as node ``node``'s in ``node_of``; TopologyError for a CPU another node
+    already has. A CPU is on one node only, so the nodes' sets hold ``MAX_CPUS`` ids in all."""
+    for cpu in cpus:
+        other = node_of.setdefault(cpu, node)
+        if other != node:
+            raise TopologyError(
+                f"{where}: CPU {cpu} is listed on node {other} and again on node {node}, "
+                f"but a CPU is on one node only; {fix}"
+            )
+
+
+def _memory_kb(root: Path, meminfo: Path) -> int | None:
+    text = _read_text(root, meminfo)
     if text is None:
         return None
     match = re.search(r"MemTotal:\s+([0-9]{1,15})\s*kB", text)
     return int(match.group(1)) if match else None
 
 
-def _read_cpu(path: Path, cpu: int, node: int) -> Cpu:
+def _read_cpu(root: Path, path: Path, cpu: int, node: int) -> Cpu:
     topo = path / "topology"
-    socket = _read_number(topo / "physical_package_id", "socket")
-    siblings = _read_list(topo / "thread_siblings_list") or frozenset({cpu})
+    socket = _read_number(root, topo / "physical_package_id", "socket")
+    siblings = _read_list(root, topo / "thread_siblings_list") or frozenset({cpu})
     return Cpu(
         id=cpu,
         node=node,
         socket=socket or 0,
         core=min(siblings),
-        llc=_last_level_cache(path / "cache"),
+        llc=_last_level_cache(root, path / "cache"),
     )
 
 
-def _last_level_cache(cache_dir: Path) -> int | None:
+def _last_level_cache(root: Path, cache_dir: Path) -> int | None:
     """Lowest CPU id sharing the highest-level data or unified cache (not instruction caches)."""
     best_level, best = -1, None
-    for index in cache_dir.glob("index[0-9]*"):
-        if _read_text(index / "type") not in ("Unified", "Data"):
+    for _, index in _numbered_entries(cache_dir, "index", "cache", MAX_CACHE_ENTRIES):
+        if _read_text(root, index / "type") not in ("Unified", "Data"):
             continue
-        level = _read_number(index / "level", "cache level")
-        shared = _read_list(index / "shared_cpu_list")
+        level = _read_number(root, index / "level", "cache level")
+        shared = _read_list(root, index / "shared_cpu_list")
         if level is not None and level > best_level and shared:
             best_level, best = level, min(shared)
     return best
 
 
-def _allowed_cpus(status: Path) -> frozenset[int]:
-    text = _read_text(status) or ""
+def _allowed_cpus(root: Path, status: Path) -> frozenset[int]:
+    text = _read_text(root, status) or ""
     match = re.search(r"^Cpus_allowed_list:[ \t]*(\S*)", text, re.MULTILINE)
     return parse_cpulist(match.group(1), where=str(status), fix=ROOT_FIX) if match else frozenset()
 
 
-def _read_gpus(pci_dir: Path, nodes: tuple[NumaNode, ...], notes: list[str]) -> tuple[Gpu, ...]:
+def _read_gpus(
+    root: Path, pci_dir: Path, nodes: tuple[NumaNode, ...], notes: list[str]
+) -> tuple[Gpu, ...]:
     found = []
-    for device in sorted(pci_dir.glob("*")):
-        if _read_text(device / "vendor") != NVIDIA_VENDOR:
+    for device in sorted(_entries(pci_dir, MAX_PCI_ENTRIES)):
+        if _read_text(root, device / "vendor") != NVIDIA_VENDOR:
             continue
-        if not (_read_text(device / "class") or "").startswith(GPU_CLASSES):
+        if not (_read_text(root, device / "class") or "").startswith(GPU_CLASSES):
             continue
         found.append(device)
         if len(found) > MAX_GPUS:
@@ -376,9 +411,9 @@ def _read_gpus(pci_dir: Path, nodes: tuple[NumaNode, ...], notes: list[str]) -> 
             )
     gpus = []
     for index, device in enumerate(found):
-        reported_text = _read_text(device / "numa_node")
+        reported_text = _read_text(root, device / "numa_node")
         reported = _reported_node(reported_text, device / "numa_node")
-        local = _read_list(device / "local_cpulist")
+        local = _read_list(root, device / "local_cpulist")
         node, why = resolve_gpu_node(reported, local, nodes)
         if why is not None:
             notes.append(f"GPU {index} ({device.name}) reports NUMA node {reported}; {why}")

@@ -103,6 +103,10 @@ RANK_TIMEOUT_BASE_S = 60.0
 RANK_TIMEOUT_S_PER_MB = 1.0
 MEMORY_POLL_S = 0.1  # how often the analysis process's resident memory is checked
 SCHEDULER_CONNECT_S = 10.0  # at most, to connect to a --scheduler; as long again to shake hands
+# Dask's connect timeout and the longest nsysprobe accepts: far past any wait for a connection,
+# far below where Dask's deadlines overflow the clock (~1e10 s).
+CONNECT_TIMEOUT = "distributed.comm.timeouts.connect"
+MAX_CONNECT_TIMEOUT_S = 86_400.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # Held from a pipe's making to the fork and the parent's closing of its end, so that no
 # report's process holds a copy of another's write end (which would keep its reader waiting).
@@ -683,9 +687,10 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
     import dask
     from distributed import Client, LocalCluster
 
+    connect_s = _dask_connect_timeout_s()  # Dask's own, for every connection it makes
     address = scheduler or dask.config.get("scheduler-address", None)
     if address:
-        timeout_s = _connect_timeout_s()
+        timeout_s = min(SCHEDULER_CONNECT_S, connect_s)
         check_scheduler(str(address), timeout_s)
         try:
             made = Client(address, timeout=timeout_s)
@@ -710,14 +715,23 @@ def dask_client(client=None, *, scheduler: str | None = None, workers: int | Non
             # The worker processes inherit standard error, and a Ctrl-C at the terminal
             # reaches them too: their tracebacks would follow this process's one line.
             quiet.silence()
-            cluster = LocalCluster(
-                n_workers=n,
-                threads_per_worker=1,
-                processes=True,
-                memory_limit="auto",  # the machine's memory / n_workers
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
+            try:
+                cluster = LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    memory_limit="auto",  # the machine's memory / n_workers
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+            except RuntimeError as exc:
+                if "Timed out trying to connect" not in str(exc):
+                    raise
+                raise InputError(
+                    f"{_connect_timeout_setting()}: a local Dask cluster did not start, its "
+                    f"processes did not connect to each other within {connect_s:g} s; "
+                    f"raise it (Dask's default is 30s) or unset it"
+                ) from None
         with _QuietStderr() as quiet, cluster, Client(cluster) as made:
             try:
                 yield made
@@ -809,13 +823,41 @@ def check_scheduler(address: str, timeout_s: float = SCHEDULER_CONNECT_S) -> Non
             ) from None
 
 
-def _connect_timeout_s() -> float:
-    """SCHEDULER_CONNECT_S, or Dask's connect timeout when that is shorter."""
+def _dask_connect_timeout_s() -> float:
+    """Dask's connect timeout (``CONNECT_TIMEOUT``) in seconds. It bounds every connection
+    Dask makes, a local cluster's too, and Dask fails deep inside on a value it cannot use:
+    InputError, naming the variable or setting, unless it is a duration over 0 s and at most
+    ``MAX_CONNECT_TIMEOUT_S``. Call with ``distributed`` imported (it sets the default)."""
     import dask
     from dask.utils import parse_timedelta
 
-    configured = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
-    return min(SCHEDULER_CONNECT_S, configured)
+    value = dask.config.get(CONNECT_TIMEOUT, None)
+    try:
+        seconds = None if isinstance(value, bool) else parse_timedelta(value, "s")
+    except Exception:  # noqa: BLE001 -- Dask's parser raises ValueError, KeyError, IndexError...
+        seconds = None
+    if not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_CONNECT_TIMEOUT_S:
+        raise InputError(
+            f"{_connect_timeout_setting()}: not a connect timeout Dask can use (a duration over "
+            f"0 s and at most {MAX_CONNECT_TIMEOUT_S / 3600:g} h, such as 30s); set one, or "
+            f"unset it for Dask's default (30s)"
+        )
+    return float(seconds)
+
+
+def _connect_timeout_setting() -> str:
+    """Where Dask's connect timeout was set: the environment variable, else the setting."""
+    import shlex
+
+    import dask
+
+    for variable, value in os.environ.items():
+        # Dask's reading of DASK_* variables (dask.config.collect_env), '_' and '-' alike.
+        key = variable[len("DASK_") :].lower().replace("__", ".").replace("_", "-")
+        if variable.startswith("DASK_") and key == CONNECT_TIMEOUT:
+            return f"{variable}={shlex.quote(value)}"
+    value = dask.config.get(CONNECT_TIMEOUT, None)
+    return f"Dask's setting {CONNECT_TIMEOUT} ({value!r}, in ~/.config/dask or $DASK_CONFIG)"
 
 
 def usable_cpus() -> int:

@@ -9,7 +9,12 @@ This is the only module that opens SQLite. It hides what changed between nsys ve
 - NVTX text sits in ``text`` or in ``textId`` (-> ``StringIds``), both within one file;
 - metadata lives in ``META_DATA_EXPORT``/``META_DATA_CAPTURE`` (2023.4+), ``EXPORT_META_DATA``
   (2022.4) or nowhere (older);
-- text may not be UTF-8 (a Windows export held cp1251 bytes): it is decoded leniently.
+- text may not be UTF-8 (a Windows export held cp1251 bytes): it is decoded leniently;
+- ``StringIds`` is read by id, only for the ids the analyses name (``Strings``): an export may
+  hold millions of strings nothing refers to;
+- an id the analyses group or join by (``ID_BOUNDS``: process, thread, device, stream,
+  correlation) that is absent, NULL, not an integer or out of range reads as ``NO_ID`` and
+  is counted per table and column (``unusable_ids``), never guessed.
 
 Files from strangers are read within limits that are part of the design:
 
@@ -63,6 +68,7 @@ from nsysprobe.trace.schema import (
     NVTX_PUSH_POP,
     NVTX_START_END,
     SQLITE_MAGIC,
+    STRING_TABLE,
 )
 
 # Memory kinds as exported (ENUM_CUDA_MEM_KIND); raw CUPTI numbers them differently.
@@ -156,6 +162,18 @@ class GpuInfo:
     bus_id: str
 
 
+@dataclass(frozen=True)
+class UnusableIds:
+    """Rows of an event table whose id ``column`` (one of ``ID_BOUNDS``) reads as ``NO_ID``:
+    ``unusable`` of its ``rows`` read; ``absent``: the table has no such column."""
+
+    table: str
+    column: str
+    rows: int
+    unusable: int
+    absent: bool
+
+
 class Trace:
     """An open export. Use as a context manager or call :meth:`close`."""
 
@@ -194,6 +212,7 @@ class Trace:
         )
         self._counts: dict[str, int] = {}
         self._opened: list[sqlite3.Connection] = []
+        self._ids: dict[tuple[str, str], UnusableIds] = {}
         if "StringIds" not in self.tables and not self.tables & _EVENT_TABLES:
             self.close()
             raise TraceError(
@@ -294,7 +313,8 @@ class Trace:
 
         Rows whose start or end is NULL, not an integer or out of range, or whose interval is
         reversed, are left out and counted in the table's ``dropped``; a NULL or a value that is
-        not an integer in another column reads as -1, a column this version lacks as -1 too.
+        not an integer in another column reads as -1, a column this version lacks as -1 too,
+        and so does an id out of ``ID_BOUNDS`` (those rows are counted: ``unusable_ids``).
 
         ``raw`` gives some of ``wanted`` as SQL expressions of integers (``rowid``). With
         ``named_by`` (the columns ``text`` and ``textId``, or None where it has none), the
@@ -328,6 +348,8 @@ class Trace:
         got = dict(zip(read, arrays))  # with ``named_by``, the names' codes come after
         rows = len(arrays[0])
         data = {c: got[c] if c in got else np.full(rows, -1, dtype=np.int64) for c in cols}
+        for c in ID_BOUNDS.keys() & data.keys():
+            self._note_ids(table, c, data[c], absent=c not in got)
         data = {c: _narrow(v) if c in _IDS else v for c, v in data.items()}
         df = Table(data, dropped=int(total - rows))
         return (df, (arrays[-1], gathered.names)) if named_by else df
@@ -399,6 +421,18 @@ class Trace:
             bounds={k: _BOUNDS[c] for k, c in enumerate(read) if c in _BOUNDS},
             text_id=read.index("textId") if named_by else None,
         )
+
+    def _note_ids(self, table: str, column: str, values: np.ndarray, absent: bool) -> None:
+        """Count the rows of ``table`` whose id ``column`` is ``NO_ID`` (a table read again
+        replaces its count)."""
+        bad = int(np.count_nonzero(values < 0))
+        self._ids[table, column] = UnusableIds(table, column, int(values.size), bad, absent)
+
+    @property
+    def unusable_ids(self) -> tuple[UnusableIds, ...]:
+        """The id columns of the event tables read so far that hold ``NO_ID`` in some rows, by
+        table and column."""
+        return tuple(u for _, u in sorted(self._ids.items()) if u.unusable)
 
     def _declared(self, table: str) -> dict[str, str]:
         """column -> its declared type, upper case."""
@@ -509,21 +543,18 @@ class Trace:
     # -- strings and metadata -------------------------------------------------------------
 
     @cached_property
-    def strings(self) -> dict[int, str]:
-        if "StringIds" not in self.tables:
-            return {}
-        rows = self._fetch("StringIds", "SELECT id, value FROM StringIds")
-        return {int(i): as_text(v) for i, v in rows if isinstance(i, int)}
+    def strings(self) -> Strings:
+        """``StringIds``: string id -> text, read as asked (``Strings``)."""
+        return Strings(self)
 
     def names(self, ids: Iterable) -> list[str]:
         """Map string ids (values of a ``textId`` column, as ``_number`` reads them) to text;
         unknown ids and values that are no number give ``"<unknown>"``."""
+        numbers = [_number(i) for i in ids]
+        keys = [None if n is None else int(n) for n in numbers]
         strings = self.strings
-        out = []
-        for i in ids:
-            n = _number(i)
-            out.append("<unknown>" if n is None else strings.get(int(n), "<unknown>"))
-        return out
+        strings.load(k for k in keys if k is not None)
+        return ["<unknown>" if k is None else strings.get(k, "<unknown>") for k in keys]
 
     @cached_property
     def export_meta(self) -> dict[str, str]:
@@ -607,8 +638,10 @@ class Trace:
         if "ThreadNames" not in self.tables:
             return {}
         df = self._select("ThreadNames", ["globalTid", "nameId"])
-        pairs = zip(map(as_int, df["globalTid"]), map(as_int, df["nameId"]))
-        return {t: self.strings.get(n, "") for t, n in pairs if t is not None and n is not None}
+        pairs = list(zip(map(as_int, df["globalTid"]), map(as_int, df["nameId"])))
+        strings = self.strings
+        strings.load(n for _, n in pairs if n is not None)
+        return {t: strings.get(n, "") for t, n in pairs if t is not None and n is not None}
 
     def process_names(self) -> dict[int, str]:
         """pid -> process name."""
@@ -743,7 +776,11 @@ class Trace:
             records = np.fromiter(cur, dtype=np.dtype([(c, np.int64) for c in cols]))
         except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
             raise TraceError(self._read_failed("SCHED_EVENTS", exc)) from exc
-        return Table({c: records[c] for c in cols})
+        out = Table({c: records[c] for c in cols})
+        tids = out["globalTid"]
+        tids[tids < 0] = NO_ID
+        self._note_ids("SCHED_EVENTS", "globalTid", tids, absent=False)
+        return out
 
     def nvtx_counts(self) -> dict[int, int]:
         """eventType -> row count in NVTX_EVENTS (to tell "no ranges" from "no NVTX")."""
@@ -823,6 +860,7 @@ class Trace:
         text_patterns = [range_pattern(_name(_lenient_text(m))) for m in seen]
         id_values, id_codes = first_seen(text_ids[~has_text])
         strings = self.strings
+        strings.load(id_values.tolist())
         id_patterns = [range_pattern(strings.get(int(i), "<unknown>")) for i in id_values]
         codes[~has_text] = id_codes + len(text_patterns)
         df["pattern"] = _sorted_labels(codes, text_patterns + id_patterns)
@@ -840,9 +878,8 @@ class Trace:
         rows = [int(r) for r in rows]
         if self._nvtx_row_names is not None:
             return [self._nvtx_row_names[r] for r in rows]
-        found: dict[int, tuple[str, int]] = {}
+        got: list[tuple] = []
         wanted = sorted(set(rows))
-        strings = self.strings
         columns = self.columns("NVTX_EVENTS")
         color = "color" if "color" in columns else "NULL"
         text_id = "textId" if "textId" in columns else "NULL"
@@ -854,15 +891,19 @@ class Trace:
                 f"SELECT {rowid}, text, {text_id}, {color} FROM NVTX_EVENTS "
                 f"WHERE {rowid} IN ({marks})"
             )
-            for row, text, sid, argb in self._fetch("NVTX_EVENTS", sql, tuple(chunk)):
-                if text is not None:
-                    name = as_text(text)
-                elif isinstance(sid, int):
-                    name = strings.get(sid, "<unknown>")
-                else:
-                    name = "<unknown>"
-                argb = as_int(argb)
-                found[row] = (name, -1 if argb is None else argb)
+            got += self._fetch("NVTX_EVENTS", sql, tuple(chunk))
+        strings = self.strings
+        strings.load(sid for _, text, sid, _ in got if text is None and isinstance(sid, int))
+        found: dict[int, tuple[str, int]] = {}
+        for row, text, sid, argb in got:
+            if text is not None:
+                name = as_text(text)
+            elif isinstance(sid, int):
+                name = strings.get(sid, "<unknown>")
+            else:
+                name = "<unknown>"
+            argb = as_int(argb)
+            found[row] = (name, -1 if argb is None else argb)
         return [found.get(r, ("<unknown>", -1)) for r in rows]
 
     _nvtx_row_names: list[tuple[str, int]] | None = None
@@ -874,6 +915,10 @@ class Trace:
         df = self._select("NVTX_EVENTS", [*ints, "text", "textId"], where=_interval_where(where))
         dropped = self.count_where("NVTX_EVENTS", where) - len(df["start"])
         ints = {c: np.array([_lenient_int(v) for v in df[c]], dtype=np.int64) for c in ints}
+        tids = ints["globalTid"]
+        tids[tids < 0] = NO_ID
+        absent = "globalTid" not in self.columns("NVTX_EVENTS")
+        self._note_ids("NVTX_EVENTS", "globalTid", tids, absent=absent)
         by_id = self.names(df["textId"])
         names = [as_text(t) if t is not None else n for t, n in zip(df["text"], by_id)]
         self._nvtx_row_names = list(zip(names, ints["color"].tolist()))
@@ -897,6 +942,110 @@ class Trace:
         return int(self._fetch(table, sql)[0][0])
 
 
+class Strings:
+    """``StringIds`` by id, read as the analyses ask: only the ids their columns name (kernels,
+    CUDA and OS calls, NVTX ranges and domains, threads) are read and kept, at most
+    ``_NAMES_PER_QUERY`` ids a query, with the ids found missing: what is held grows with the
+    names shown, not with the table. An export may hold millions of strings nothing refers
+    to: 5 M of them added to a 1.6 MB sample took its analysis from 41 MiB and 0.3 s to
+    1.2 GiB and 13 s (2026-12-04, this project's 2-core machine) when the whole table was read.
+
+    nsys makes ``id`` the table's INTEGER PRIMARY KEY, so each id is one lookup. Where a
+    rebuilt table has no index on it, its ids and rowids are read once, ``_ID_ROWS`` rows at
+    a time, into two arrays of 8 bytes a row each (no text), and each name is then read by its
+    rowid: 5 M such rows took 2.8 s and 280 MiB. An id held by several rows names the last
+    one's text, as it did when the table was read whole."""
+
+    def __init__(self, trace: Trace):
+        self._trace = trace
+        self._known: dict[int, str] = {}
+        self._missing: set[int] = set()
+        self._indexed: bool | None = None
+        self._rowids: tuple[np.ndarray, np.ndarray] | None = None  # ids sorted, their rowids
+
+    def load(self, ids: Iterable) -> None:
+        """Read the text of those of ``ids`` not read yet (a value that is no int64 is
+        skipped)."""
+        wanted = {as_int(i) for i in ids}
+        wanted.discard(None)
+        wanted.difference_update(self._known, self._missing)
+        if not wanted:
+            return
+        found = self._read(sorted(wanted)) if self._trace.has(STRING_TABLE) else {}
+        self._known.update(found)
+        self._missing.update(wanted.difference(found))
+
+    def get(self, key, default=None):
+        i = as_int(key)
+        if i is None:
+            return default
+        if i not in self._known and i not in self._missing:
+            self.load([i])
+        return self._known.get(i, default)
+
+    def __getitem__(self, key) -> str:
+        text = self.get(key)
+        if text is None:
+            raise KeyError(key)
+        return text
+
+    def __contains__(self, key) -> bool:
+        return self.get(key) is not None
+
+    def _read(self, ids: list[int]) -> dict[int, str]:
+        trace, table = self._trace, STRING_TABLE
+        if self._indexed is None:
+            plan = trace._fetch(table, f"EXPLAIN QUERY PLAN SELECT value FROM {table} WHERE id = 0")
+            self._indexed = any(str(row[-1]).startswith("SEARCH") for row in plan)
+        rowid = None if self._indexed else trace._rowid_name(table)
+        key = "id"
+        if rowid is not None:
+            ids = self._rowids_of(rowid, ids)
+            key = rowid
+        out: dict[int, str] = {}
+        for lo in range(0, len(ids), _NAMES_PER_QUERY):
+            chunk = ids[lo : lo + _NAMES_PER_QUERY]
+            marks = ", ".join("?" * len(chunk))
+            sql = f"SELECT id, value FROM {table} WHERE {key} IN ({marks})"
+            for i, value in trace._fetch(table, sql, tuple(chunk)):
+                if isinstance(i, int):
+                    out[i] = as_text(value)
+        return out
+
+    def _rowids_of(self, rowid: str, ids: list[int]) -> list[int]:
+        """The rowid of the last row holding each of ``ids`` that a row holds."""
+        if self._rowids is None:
+            self._rowids = self._index(rowid)
+        keys, rows = self._rowids
+        want = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
+        hit = keys[at] == want if keys.size else np.zeros(want.size, dtype=bool)
+        return rows[at[hit]].tolist()
+
+    def _index(self, rowid: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every integer id of the table, sorted, and the rowid of its last row (the scan
+        goes in rowid order; a stable sort keeps that order within an id)."""
+        trace, table = self._trace, STRING_TABLE
+        size = trace.count(table)
+        keys, rowids = np.empty(size, np.int64), np.empty(size, np.int64)
+        n = 0
+        try:
+            cur = trace._raw.execute(
+                f"SELECT id, {rowid} FROM {table} NOT INDEXED WHERE typeof(id) = 'integer'"
+            )
+            while rows := cur.fetchmany(_ID_ROWS):
+                block = np.array(rows, dtype=np.int64).reshape(-1, 2)
+                keys[n : n + len(block)] = block[:, 0]  # more rows than counted: ValueError
+                rowids[n : n + len(block)] = block[:, 1]
+                n += len(block)
+        except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
+            raise TraceError(trace._read_failed(table, exc)) from exc
+        order = np.argsort(keys[:n], kind="stable")
+        keys = keys[order]
+        last = np.append(keys[1:] != keys[:-1], True) if n else np.zeros(0, dtype=bool)
+        return keys[last], rowids[order[last]]
+
+
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Timestamps beyond 73 years from the report's origin are damage, not data; bounding them keeps
 # every difference of two timestamps within int64.
@@ -917,8 +1066,10 @@ _BLOCK_ROWS = 1 << 13
 # Up to this many blocks (4 M rowids), a table's rowids are taken as dense without counting
 # its rows.
 _DENSE_SPANS = 512
-# Rowids per query when looking NVTX names up.
+# Rowids per query when looking NVTX names up, and string ids per query (``Strings``).
 _NAMES_PER_QUERY = 900  # under SQLite's oldest limit of 999 bound values
+# Rows of (id, rowid) read at once when ``StringIds`` has no index on ``id``.
+_ID_ROWS = 1 << 16
 # The longest text one block query may build (SQLite's own limit is 1e9 bytes).
 _MAX_BLOCK_TEXT = 1 << 28
 # The longest value any query may build or return (a name is cut far below).
@@ -971,7 +1122,17 @@ def _sorted_labels(codes: np.ndarray, values: list[str]) -> Labels:
 # Sizes no real copy or memset has, read as unknown (-1): a TiB per copy is beyond any GPU's
 # memory, and sums over millions of rows stay far from overflowing.
 _MAX_OP_BYTES = 1 << 40
-_BOUNDS = {"bytes": (0, _MAX_OP_BYTES)}
+# The ids the analyses group or join rows by, and the values each can have: a process or
+# thread id packs pids into a non-negative int64, CUPTI numbers streams and correlations from
+# 0 up, and no machine has 2^31 GPUs. Any other value (and NULL, text, a REAL, a column this
+# version lacks) reads as ``NO_ID``: the row has no usable id, and is counted, never guessed.
+MAX_DEVICE_ID = (1 << 31) - 1
+NO_ID = -1
+ID_BOUNDS = {
+    "deviceId": (0, MAX_DEVICE_ID),
+    **{c: (0, _INT64_MAX) for c in ("globalPid", "globalTid", "streamId", "correlationId")},
+}
+_BOUNDS = {"bytes": (0, _MAX_OP_BYTES), **ID_BOUNDS}
 
 # Id columns read as int32 when every value fits: half the memory of tables of millions of
 # rows. Timestamps, byte counts and global thread/process ids (pid << 24) stay int64.

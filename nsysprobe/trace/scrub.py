@@ -14,10 +14,12 @@ allow-list:
   column names them (kernel, API, OS-call and thread names); other text only where the
   analyses show or match it (NVTX names, GPU names, enum labels, the nsys version), and all
   kept text goes through ``secrets.scrub_text``, which replaces secrets (the value after a name
-  such as ``password``/``HF_TOKEN``/``api_key`` and any separator, ``Bearer ...``, the
-  password flags of common tools, known key formats, long random strings), local paths,
-  e-mail addresses, URLs and host names, and leaves names such as ``aten::add``,
-  ``Batch 12`` or ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` as they are;
+  such as ``password``/``HF_TOKEN``/``api_key``/``session`` and any separator, up to the next
+  whitespace no quotes hold whatever punctuation it holds; ``Bearer ...``, ``Cookie: ...``,
+  the password flags of common tools, known key formats and long random strings, inside
+  words too), local paths, e-mail addresses, URLs, host names and IP addresses, and leaves
+  names such as ``aten::add``, ``Batch 12`` or ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` as
+  they are;
 - rows keep their rowids and values their types, and each replaced part becomes a
   placeholder carrying a keyed hash of it (``<path:kqzvwmbtxyaq>``), so names that were equal
   stay equal, names that were different stay different, and names grouped by their range

@@ -10,6 +10,7 @@ import hmac
 import io
 import os
 import re
+import unicodedata
 from collections.abc import Iterator
 
 # What each kind of replaced text becomes: ``<kind:hash>`` (see ``Scrubber``).
@@ -37,7 +38,8 @@ PLACEHOLDER = re.compile(r"<(secret|path|address|url|host):[a-z]{12}(?:[0-9]{12}
 # So every rule below reads the pattern: digits are ``#`` there (a ``#`` of the text too,
 # which ``range_pattern`` cannot tell from a digit either). Every rule starts only where a run
 # of its characters starts (a lookbehind) or at a fixed text, so scrubbing is linear in the
-# text's length: a crafted 16 MiB name costs seconds, not hours of backtracking. Each rule
+# text's length: a crafted 16 MiB name costs seconds, not hours of backtracking. What a
+# rule reads past its regex (a value's quotes, the pieces of a run) it reads once. Each rule
 # runs only when the text holds what it needs.
 
 # A run of digits as ``range_pattern`` masks it, or a ``#``.
@@ -47,49 +49,157 @@ _CACHED_CHARS = 1024
 _LETTERS = 12
 _DIGITS = 12
 
-# Settings whose value is a secret, by the words of their name: HF_TOKEN, --hf-token,
-# WANDB_API_KEY, AccountKey, api_key, aws_secret_access_key, PGPASSWORD, Authorization,
-# session_id. A name of the password family takes its value after any separator, whitespace
-# alone included (``password\n  hunter2``); the others after ``=``, ``:``, ``:=``, ``=>`` or
-# ``->``, or whitespace when the name is a flag (``--api-key KEY``). An opening bracket right
-# after any of these names is a separator too (``password(hunter2)``, ``api_key[K]``), and
-# the value is then all that lies before its matching closing bracket. An ``Authorization``
-# header's value is its scheme and the credential after it (``Token K``, ``Basic K``,
-# ``Digest username=..., response=...``): the rest of its line, or of the quotes it is in.
-# ``max_tokens``, ``key_padding_mask`` or ``tokenizer`` are not such names.
+# Settings whose value is a secret, by the words of their name, in any case, with ``_``,
+# ``-``, ``.`` or nothing between them: HF_TOKEN, --hf-token, WANDB_API_KEY, AccountKey,
+# x-api-key, APIKEY, aws_secret_access_key, PGPASSWORD, PASSCODE, passphrase, pwd, session,
+# sessionId, Cookie, Authorization, signature, sig, private.key. A name written in full-width
+# letters reads as its ASCII form, and a name holding a percent-escape (``%74oken``: what it
+# stands for cannot be read from the pattern, which masks digits) always says secret. A name
+# of the password family takes its value after any separator, whitespace alone included
+# (``password\n  hunter2``); the others after ``=``, ``:``, ``:=``, ``=>`` or ``->`` (or a
+# character that looks like one of them: ``＝``, ``：``, ``﹦``, ...), or whitespace when the
+# name is a flag (``--api-key KEY``). An opening bracket right after any of these names is a
+# separator too (``password(hunter2)``, ``api_key[K]``), and the value is then all that lies
+# before its matching closing bracket. ``max_tokens``, ``key_padding_mask``, ``tokenizer``
+# or ``bypass`` are not such names.
 _SECRET_STEMS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "sig", "sess")
-_PASSWORD_STEMS = ("passw", "passphrase")
 _SECRET_WORDS = frozenset(
-    "pass pwd token auth authorization oauth credential credentials creds cookie cookies "
-    "signature sig apikey accesskey privatekey secretkey accountkey sessionid sessionkey "
-    "sessiontoken".split()
+    "pass passwd password passwords passcode passphrase passkey pwd secret secrets token "
+    "auth authorization oauth authkey authtoken credential credentials cred creds cookie "
+    "cookies session sessionid sessionkey sessiontoken signature sig apikey apitoken "
+    "accesskey privatekey secretkey accountkey clientsecret masterkey".split()
 )
+# Words that name a secret at the end of a longer word too (PGPASSWORD, MYAPIKEY, csrftoken).
+_SECRET_ENDINGS = (
+    "password", "passwords", "passwd", "passcode", "passphrase", "secret", "token", "apikey",
+    "accesskey", "privatekey", "secretkey", "sessionid", "credential", "credentials", "cookie",
+    "signature", "authorization",
+)  # fmt: skip
+_PASSWORD_ENDINGS = ("password", "passwords", "passwd", "passcode", "passphrase")
+# A header whose value is the rest of its field: a scheme and a credential (``Token K``,
+# ``Basic K``, ``Digest ...``), or a list of cookies (``Cookie: a=K; b=K``).
+_FIELD_HEADERS = ("authorization", "cookie", "cookies")
+# The longest name read for its words (``_secret_name``).
+_NAME_CHARS = 256
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+_PERCENT_ESCAPE = re.compile(r"%(?:#|[A-Fa-f][#A-Fa-f])")
 _KINDS = "secret|path|address|url|host"
-# A name: not one inside a placeholder (``<path:kqzvwmbtxyaq>``).
-_NAME = re.compile(
-    r"(?<![\w#$.<-])"
-    + "".join(f"(?<!<{kind}:)" for kind in _KINDS.split("|"))
-    + r"[-$]*[A-Za-z_][\w#.$-]*"
+# Not a placeholder's letters, nor its kind: ``<path:kqzvwmbtxyaq>`` (``password`` after a
+# ``<secret:`` that no placeholder closes is a name).
+_IN_PLACEHOLDER = "|".join(f"(?<=<{kind}:)" for kind in _KINDS.split("|"))
+_NOT_A_PLACEHOLDER = (
+    rf"(?!(?:{_IN_PLACEHOLDER})[a-z]{{{_LETTERS}}}#?>)(?!(?<=<)(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>)"
 )
-# After a name: any separator, then the value: quoted, or one token of any characters but
-# whitespace and delimiters, up to a placeholder. The token is written as runs of one
-# character class (``[^...<]*``) between the ``<`` it holds, not as a repeat of an
-# alternative: SQLite-sized values (16 MiB) would otherwise cost the regex engine a
-# backtracking state per character, gigabytes.
-_TOKEN_CHAR = r"[^\s,;&|()\[\]{}<]"
-_SEPARATOR_VALUE = re.compile(
-    r"(?P<sep>[\"'`]?[\s\[\](){}]{0,64}(?:(?P<op>=>|:=|=|:(?!:)|->)[\s\[\](){}]{0,64})?)"
-    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'"
-    rf"|[\"'`]?(?!<(?:{_KINDS}):)(?=[^\s,;&|()\[\]{{}}])"
-    rf"{_TOKEN_CHAR}*(?:<(?!(?:{_KINDS}):){_TOKEN_CHAR}*)*)"
+# A name: letters of any script, ``_``, ``$``, ``-``, ``.``, digits and percent-escapes after
+# the first, after anything but a letter (``<password=K>``, ``1password=K``, ``%password=K``).
+_NAME = re.compile(
+    rf"(?<![^\W\d])(?<!\$){_NOT_A_PLACEHOLDER}[-$]*(?:[^\W\d]|%(?=[#A-Fa-f]))[\w#.$%-]*"
+)
+# ``=`` and ``:`` and the characters that look like them.
+_EQUALS = "=\uff1d\ufe66\u207c\u208c\ua78a\u30a0"
+_COLONS = ":\uff1a\ufe55\ufe13\ua789\u02f8\u2236\u05c3\u0589"
+_OP = (
+    rf"[{_EQUALS}]>|[{_COLONS}][{_EQUALS}]|[{_EQUALS}]|[{_COLONS}](?![{_COLONS}])"
+    r"|->|\u2254|\u21d2|\u2192"
+)
+_COLON_OP = re.compile(rf"[{_COLONS}]")
+# After a name: its closing quote (escaped too: ``\"password\":``), brackets and whitespace,
+# an operator, more brackets and whitespace.
+_SEPARATOR = re.compile(
+    rf"(?P<sep>(?:\\{{0,8}}[\"'`])?[\s\[\](){{}}]{{0,64}}"
+    rf"(?:(?P<op>{_OP})[\s\[\](){{}}]{{0,64}})?)"
 )
 # An operator between a name and its value.
-_OPERATOR = re.compile(r"[^\S\n]*(?:=>|:=|=|:(?!:)|->)")
+_OPERATOR = re.compile(rf"[^\S\n]*(?:{_OP})")
 # Before a value in brackets: a separator ending in an opening bracket.
 _OPENING = re.compile(
-    r"(?P<sep>[\"'`]?[^\S\n]{0,64}(?:(?P<op>=>|:=|=|:(?!:)|->)[^\S\n]{0,64})?[\[({])"
+    rf"(?P<sep>(?:\\{{0,8}}[\"'`])?[^\S\n]{{0,64}}(?:(?P<op>{_OP})[^\S\n]{{0,64}})?[\[({{])"
 )
+
+# A value is everything up to the next whitespace that no quotes hold, whatever punctuation
+# it holds (``password=Tr0ub4dor&AMP;x|y(z)``): quoted parts go whole, a quote its line does
+# not close is a character. A value that opens with a quote (``\"`` in escaped JSON) ends at
+# its closing quote when what follows is whitespace or closing punctuation
+# (``{"password": "K", "user": ...}``), else it goes on. One closing character is left out
+# of it (``AccountKey=K;``, ``f(password=K)``): a list's or a call's, not the secret's.
+_VALUE_STOP = re.compile(r"[\s\"'`]")
+_QUOTE = re.compile(r"\\{0,8}[\"'`]")
+_QUOTED_END = re.compile(r"[,;)\]}]*(?:\s|\Z)|[,;)\]}]+\\{0,8}[\"'`]")
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+# What goes on after a bracketed value: not whitespace or closing punctuation.
+_GOES_ON = re.compile(r"[^\s,;)\]}]")
+# Quoted parts one value is read through; past it the value is the rest of its line (no
+# quoted part goes past the line: fail closed).
+VALUE_QUOTES = 4096
+
+
+class _Text:
+    """A pattern and where each quote (or line end) next occurs in it: the values of a text
+    are read in one pass, however many quotes it holds."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self._next: dict[str, tuple[int, int]] = {}
+
+    def find(self, needle: str, pos: int) -> int:
+        """Where ``needle`` next occurs at or after ``pos``; the text's length when never."""
+        known = self._next.get(needle)
+        if known is not None and known[0] <= pos <= known[1]:
+            return known[1]
+        at = self.pattern.find(needle, pos)
+        at = len(self.pattern) if at < 0 else at
+        self._next[needle] = (pos, at)
+        return at
+
+    def closing(self, quote: str, pos: int, line_end: int) -> int | None:
+        """Where ``quote`` (opened before ``pos``) closes on its line, an escaped quote
+        (``\\"``) not closing a plain one; None when it does not."""
+        pattern = self.pattern
+        while (at := self.find(quote, pos)) < line_end:
+            before = at
+            if len(quote) == 1:
+                while before > pos and pattern[before - 1] == "\\":
+                    before -= 1
+            if (at - before) % 2 == 0:
+                return at
+            pos = at + 1
+        return None
+
+    def value_end(self, start: int) -> int:
+        """Where the value that starts at ``start`` ends (see above)."""
+        pattern = self.pattern
+        line_end = self.find("\n", start)
+        pos = start
+        opening = _QUOTE.match(pattern, start)
+        if opening is not None:
+            closed = self.closing(opening[0], opening.end(), line_end)
+            if closed is None:
+                pos = opening.end()
+            else:
+                pos = closed + len(opening[0])
+                if _QUOTED_END.match(pattern, pos):
+                    return pos
+        for _ in range(VALUE_QUOTES):
+            stop = _VALUE_STOP.search(pattern, pos)
+            if stop is None:
+                return self._trimmed(start, len(pattern))
+            if stop[0] not in "\"'`":
+                return self._trimmed(start, stop.start())
+            closed = self.closing(stop[0], stop.end(), line_end)
+            pos = stop.end() if closed is None else closed + 1
+        return line_end
+
+    def _trimmed(self, start: int, end: int) -> int:
+        """``end`` before the one closing character that ends the value, if one does."""
+        if end - start < 2:
+            return end
+        last = self.pattern[end - 1]
+        if last in ",;":
+            return end - 1
+        opener = _CLOSERS.get(last)
+        if opener and self.pattern.count(opener, start, end) < self.pattern.count(last, start, end):
+            return end - 1
+        return end
 
 
 _CLOSING = {"(": ")", "[": "]", "{": "}"}
@@ -136,13 +246,17 @@ def _bracketed_value(text: str, at: int) -> tuple[int, int, int] | None:
     return at + 1, line_end, line_end
 
 
-# The rest of a header's field after its scheme: up to the end of the line, or to the quote
-# that the header's name follows (``-H 'Authorization: Basic K'``), escaped quotes aside.
+# The rest of a header's field after its first word: up to the end of the line, or to the
+# quote that the header's name follows (``-H 'Authorization: Basic K'``), escaped quotes
+# aside.
 _FIELD_REST = {q: re.compile(rf"[^\n\r{q}\\]*(?:\\.[^\n\r{q}\\]*)*") for q in ("", '"', "'", "`")}
 # A placeholder of an earlier rule, as the pattern shows it.
 _HELD_PLACEHOLDER = re.compile(rf"<(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>")
 # Values of such settings that are not secrets.
 _HARMLESS = re.compile(r"true|false|yes|no|none|null|nil|on|off|", re.I)
+_HARMLESS_VALUE = re.compile(rf"((?:\\{{0,8}}[\"'`])?)(?:{_HARMLESS.pattern})\1", re.I)
+# A dash after a name and whitespace is punctuation (``password - reset``), not a value.
+_DASH = re.compile(r"-{1,3}")
 
 # Password flags of common tools (``sshpass -p PASS``, ``mysql -pPASS``, ``curl -u
 # user:pass``), within the command that names the tool: ``-p`` means a port or a path to
@@ -175,26 +289,83 @@ _AUTH = re.compile(
     r"\b(?P<scheme>bearer|basic|token)(?P<sep>\s{1,16})(?P<value>[\w#.~+/-]+=*)", re.I
 )
 _PRIVATE_KEY = re.compile(
-    r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY-----.*?(?:-----END[A-Z ]{0,40}PRIVATE KEY-----|\Z)",
+    r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)",
     re.S,
 )
 _URL = re.compile(r"\b[A-Za-z][A-Za-z#+.-]{0,30}://[^\s\"'<>]*")
 _ADDRESS = re.compile(r"(?<![\w#.+-])[\w#.+-]+@[A-Za-z#-]+(?:\.[A-Za-z#-]+)*(?![\w#-])")
-# Token formats of common services (digits are ``#``, so lengths are at least these).
-_KNOWN_PREFIX = re.compile(
-    r"hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox|AKIA|ASIA|AIza|npm_|pypi-|eyJ"
-)
+
+# Token formats of common services, found inside words too (``xghp_...``, ``id=sk_live_...``):
+# (prefix, the characters of the body, the shortest body at the start of a word, the
+# shortest inside a word, what a body inside a word must look like). Digits are ``#`` in the
+# pattern, so the lengths are at most the real ones. A body is one class of characters, so
+# that a match that is no token still ends its run: each run is read once.
+_ANY, _MIXED, _RANDOM = 0, 1, 2
+_TOKEN_FORMS = {
+    "aws": (r"AKIA|ASIA", r"[A-Z#]", 4, 12, _ANY),
+    "github": (r"gh[pousr]_", r"[A-Za-z#]", 4, 20, _MIXED),
+    "github_pat": (r"github_pat_", r"[\w#]", 8, 20, _ANY),
+    "gitlab": (r"glpat-", r"[\w#-]", 8, 16, _ANY),
+    "stripe": (r"(?:sk|rk|pk)_(?:live|test)_|whsec_", r"[A-Za-z#]", 8, 12, _ANY),
+    "openai": (r"sk-(?:proj|ant|svcacct|admin)-", r"[\w#-]", 12, 20, _ANY),
+    "openai_legacy": (r"sk-", r"[\w#-]", 12, 20, _RANDOM),
+    "slack": (r"xox[abposre]-", r"[\w#-]", 6, 10, _ANY),
+    "google_oauth": (r"ya#\.", r"[\w#.-]", 16, 16, _ANY),
+    "google_api": (r"AIza", r"[\w#-]", 16, 24, _ANY),
+    "huggingface": (r"hf_", r"[A-Za-z#]", 12, 30, _MIXED),
+    "npm": (r"npm_", r"[A-Za-z#]", 12, 24, _MIXED),
+    "pypi": (r"pypi-", r"[\w#-]", 16, 32, _ANY),
+    "jwt": (r"eyJ", r"[\w#.-]", 8, 16, _ANY),  # and two dots (``_is_jwt``)
+}
+_KNOWN_PREFIX = re.compile("|".join(prefix for prefix, *_ in _TOKEN_FORMS.values()))
 _KNOWN_TOKEN = re.compile(
-    r"(?<![\w#])(?:hf_[A-Za-z#]{12,}|gh[pousr]_[A-Za-z#]{4,}|github_pat_[\w#]{8,}"
-    r"|glpat-[\w#-]{8,}|sk-(?:ant-|proj-)?[\w#-]{12,}|xox[abposr]-[\w#-]{6,}"
-    r"|(?:AKIA|ASIA)[A-Z#]{4,16}|AIza[\w#-]{16,}|npm_[A-Za-z#]{12,}|pypi-[\w#-]{16,}"
-    r"|eyJ[\w#-]{4,}\.[\w#-]{4,}\.[\w#-]{4,})(?![\w#-])"
+    "|".join(f"(?P<{name}>{prefix}){body}+" for name, (prefix, body, *_) in _TOKEN_FORMS.items())
 )
-_LONG_RUN = re.compile(r"[A-Za-z#+/]{12}")
-# Hex strings (a 32-digit one has about 20 characters once its digits are masked).
-_HEX = re.compile(r"(?<![\w#-])[#a-fA-F]{12,}(?![\w#-])")
-# Long random-looking strings (checked by ``_looks_random``): AWS secret keys and the like.
-_RANDOM = re.compile(r"(?<![\w#+/=-])[A-Za-z#+/]{28,}={0,2}(?![\w#+/=-])")
+_WORD_CHAR = re.compile(r"[\w#]")
+# A JWT after its ``eyJ``: the rest of its header, its payload and its signature.
+_JWT = re.compile(r"[\w#-]{4,}\.[\w#-]{4,}(?:\.[\w#-]*){1,3}")
+
+# Long random-looking runs, inside words too: base64 (``+``, ``/``, ``=``), base64url (``-``,
+# ``_``) and the like, of 24 characters or more once digits are masked (a key of 32 or
+# more). A run of these characters is cut at its ``_`` and ``-`` into pieces. A piece of 8
+# characters or more in one class and pronounceable (``elementwise``) is a word and ends a
+# stretch; one that mixes classes is random when it, or a stretch of ``_WINDOW`` characters
+# in it, is mostly not in words or switches class often (``_random_span``). A stretch of
+# pieces with a random one and 16 random characters or more (short pieces that mix classes
+# count) is a key, with the other pieces it holds (``ckpt_Zm9vYmFy..._v2`` goes whole),
+# while ``sm90_xmma_gemm_f16f16_..._kernel`` stays. A run that starts as a mangled C++ name
+# does (``_ZN``, ``_Z#``, ``_ZL``, ...), whose codes (``IfLi#EEEEvT#``) look random, is left
+# to the formats above and hex.
+_RUN_OF_KEY = re.compile(r"(?<![A-Za-z#+/=_-])[A-Za-z#+/_-]{24,}={0,2}")
+_MANGLED_RUN = re.compile("_Z[NLZSTG#]")
+_KEY_PIECE = re.compile(r"[A-Za-z#+/=]+")
+_PIECE_CHARS = 8
+_KEY_CHARS = 16
+_KEY_RUN = 24
+_MIXED_RUN = 32
+_WINDOW = 24
+_CLASS_RUN = re.compile(r"[A-Z]+|[a-z]+|#(?:x#)*|[^A-Za-z#]+")
+_VOWELS = re.compile("[AEIOUYaeiouy]")
+# Words in a random-looking span: ``Kernel``, ``ECONNABORTED`` (``_is_said``).
+_KEY_WORDS = re.compile("[A-Z][a-z]{2,}|[a-z]{3,}|[A-Z]{4,}")
+_WORD_VOWELS = re.compile("[AEIOUaeiou]")
+# Pieces one text is cut into at most: a text of more (``a_a_a_...``, never a name) becomes
+# one secret placeholder whole (see ``MAX_PLACEHOLDERS``).
+MAX_KEY_PIECES = 1 << 17
+# Spans longer than this are not read for words (``_in_words``).
+_WORDS_CHARS = 4096
+_UPPER = re.compile("[A-Z]")
+_LOWER = re.compile("[a-z]")
+# Hex strings, inside words too (a 32-digit one has about 20 characters once its digits are
+# masked, rarely fewer than 9): 12 characters or more with 2 runs of digits and 2 letters,
+# or 9 or more with 3 of each. In a mangled C++ name (``_Z...``) only one that no letter
+# follows: there a hash, a length and a name run together (``9c8c8d3a33embedding``).
+_HEX = re.compile(r"(?<![#a-fA-F])[#a-fA-F]{9,}")
+_LONG_HEX = re.compile(r"[#a-fA-F]{9}")
+_MANGLED = re.compile(r"(?<![\w#$.])_Z[\w#$.]*")
+_LETTER = re.compile("[A-Za-z]")
+_LONG_RUN = re.compile(r"[A-Za-z#+/_-]{24}")
 _IN_WORDS = re.compile(r"[A-Z]?[a-z]{3,}")
 _WINDOWS_PATH = re.compile(
     r"(?<![\w#])[A-Za-z]:[\\/][^\s\"'<>|*?,;]*|\\\\[^\s\\\"'<>]+\\[^\s\"'<>]*"
@@ -215,27 +386,55 @@ _HOST = re.compile(
 )
 # An IPv4 address, its numbers masked (``10.1.2.3:29500``); ``2025.3.1.90-...`` is a version.
 _IPV4 = re.compile(r"(?<![\w#.])#\.#\.#\.#(?![\w#.-])")
+# An IPv6 address: eight groups, or fewer around one ``::`` (``fe80::1``, ``::1``), the last
+# one perhaps an IPv4 address (``::ffff:10.0.0.1``), then perhaps a zone (``%eth0``). One
+# holds a digit (``aten::add`` and ``c10::Half`` are names): ``_has_digit``.
+_GROUP = r"[#A-Fa-f]{1,4}"
+_LAST_GROUP = rf"(?:#\.#\.#\.#|{_GROUP})"
+_IPV6 = re.compile(
+    rf"(?<![A-Za-z#:.%])(?:(?:{_GROUP}:){{7}}{_LAST_GROUP}"
+    rf"|(?:{_GROUP}:){{1,7}}:(?:(?:{_GROUP}:){{0,6}}{_LAST_GROUP})?"
+    rf"|::(?:(?:{_GROUP}:){{0,6}}{_LAST_GROUP})?)"
+    r"(?:%[\w#.-]+)?(?![\w#:.])"
+)
+
+
+def _secret_name(name: str) -> int:
+    """2 for a name of the password family, 1 for another secret's name, else 0. A name
+    longer than ``_NAME_CHARS`` that holds the stem of a secret's name is one (such a name is
+    no identifier; it is not kept in the cache either)."""
+    if len(name) <= _NAME_CHARS:
+        return _short_secret_name(name)
+    if not name.isascii():
+        name = unicodedata.normalize("NFKC", name)
+    lower = name.lower()
+    return int(_PERCENT_ESCAPE.search(name) is not None or any(s in lower for s in _SECRET_STEMS))
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _secret_name(name: str) -> int:
-    """2 for a name of the password family, 1 for another secret's name, else 0."""
+def _short_secret_name(name: str) -> int:
+    if not name.isascii():
+        name = unicodedata.normalize("NFKC", name)
+    if _PERCENT_ESCAPE.search(name):
+        return 1
     lower = name.lower()
     if not any(stem in lower for stem in _SECRET_STEMS):
         return 0
     words = [w.lower() for w in _WORD.findall(name)]
-    if any(stem in lower for stem in _PASSWORD_STEMS):
-        return 2 if words and any(stem in words[-1] for stem in _PASSWORD_STEMS) else 1
-    for i, word in enumerate(words):
-        if "secret" in word or word in _SECRET_WORDS or word.endswith("token"):
-            return 1
-        if word == "session" and words[i + 1 : i + 2] in (["id"], ["key"], ["token"]):
-            return 1
-    return 1 if words and words[-1] in ("key", "keys") else 0
+    if not words:
+        return 0
+    if words[-1].endswith(_PASSWORD_ENDINGS) or "".join(words[-2:]) in _PASSWORD_ENDINGS:
+        return 2
+    if any(w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words):
+        return 1
+    if any(a + b in _SECRET_WORDS for a, b in zip(words, words[1:])):
+        return 1
+    return 1 if words[-1] in ("key", "keys") else 0
 
 
 def _assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The values of settings whose name says secret."""
+    text = _Text(pattern)
     end = 0
     for name in _NAME.finditer(pattern):
         if name.start() < end:
@@ -243,7 +442,7 @@ def _assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
         strength = _secret_name(name[0])
         if not strength:
             continue
-        found = _in_brackets(pattern, name, strength) or _after_separator(pattern, name, strength)
+        found = _in_brackets(text, name, strength) or _after_separator(text, name, strength)
         if found is None:
             continue
         spans, end = found
@@ -254,9 +453,11 @@ def _assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
 _Value = tuple[list[tuple[int, int]], int]  # the spans to replace, and where the setting ends
 
 
-def _in_brackets(pattern: str, name: re.Match, strength: int) -> _Value | None:
-    """What lies between the brackets after ``name`` (``password(hunter2)``); None for empty
+def _in_brackets(text: _Text, name: re.Match, strength: int) -> _Value | None:
+    """What lies between the brackets after ``name`` (``password(hunter2)``), and after an
+    operator what follows them up to whitespace too (``password=[K]K``); None for empty
     brackets that an operator follows (``api_key[]=K``: they are the name's)."""
+    pattern = text.pattern
     opening = _OPENING.match(pattern, name.end())
     if opening is None or not _sets_value(opening["sep"], opening["op"], strength, name[0]):
         return None
@@ -268,31 +469,42 @@ def _in_brackets(pattern: str, name: re.Match, strength: int) -> _Value | None:
     value = pattern[start:stop]
     if not value and _OPERATOR.match(pattern, end):
         return None
-    if _HARMLESS.fullmatch(value.strip("\"'`")) or _only_placeholders(value):
-        return [], end
-    return [(start, stop)], end
+    spans = []
+    if not (_HARMLESS.fullmatch(value.strip("\"'`")) or _only_placeholders(value)):
+        spans.append((start, stop))
+    if opening["op"] is not None and _GOES_ON.match(pattern, end):
+        stop = text.value_end(end)
+        spans.append((end, stop))
+        end = stop
+    return spans, end
 
 
-def _after_separator(pattern: str, name: re.Match, strength: int) -> _Value | None:
-    """The value after ``name`` and a separator (``password: hunter2``); for an
-    ``Authorization`` header, the credential after its scheme too."""
-    found = _SEPARATOR_VALUE.match(pattern, name.end())
-    if found is None:
+def _after_separator(text: _Text, name: re.Match, strength: int) -> _Value | None:
+    """The value after ``name`` and a separator (``password: hunter2``); for a header whose
+    value is its field (``Authorization: Token K``, ``Cookie: a=K; b=K``), the rest of the
+    field too."""
+    pattern = text.pattern
+    found = _SEPARATOR.match(pattern, name.end())
+    start = found.end()
+    if start == len(pattern) or pattern[start].isspace():
         return None
-    value = found["value"]
-    if not _sets_value(found["sep"], found["op"], strength, name[0]) or (
-        found["op"] is None and value.startswith("-")
-    ):
+    if not _sets_value(found["sep"], found["op"], strength, name[0]):
         return None
-    if _HARMLESS.fullmatch(value.strip("\"'`")):
+    stop = text.value_end(start)
+    value = pattern[start:stop]
+    if _HARMLESS_VALUE.fullmatch(value) or (found["op"] is None and _DASH.fullmatch(value)):
         return None
-    spans = [(found.start("value"), found.end("value"))]
+    if _only_placeholders(value):
+        return [], stop
+    spans = [(start, stop)]
     quoted = len(value) > 1 and value[0] == value[-1] and value[0] in "\"'`"
-    if quoted or not _has_scheme(name[0]):
-        return spans, found.end()
+    if quoted or not _takes_field(name[0][-_NAME_CHARS:], found["op"]):
+        return spans, stop
     quote = pattern[name.start() - 1 : name.start()]
-    rest = _FIELD_REST[quote if quote in "\"'`" else ""].match(pattern, found.end())
+    rest = _FIELD_REST[quote if quote in "\"'`" else ""].match(pattern, stop)
     start, stop = _stripped(pattern, rest.start(), rest.end())
+    while start < stop and pattern[start] in ",;":  # ``Cookie: a=K; b=K``
+        start, stop = _stripped(pattern, start + 1, stop)
     if not _only_placeholders(pattern[start:stop]):
         spans.append((start, stop))
     return spans, rest.end()
@@ -302,17 +514,21 @@ def _sets_value(sep: str, op: str | None, strength: int, name: str) -> bool:
     """Whether ``sep`` after a secret's ``name`` starts its value: ``=``, ``:`` and the like
     always; an opening bracket right after the name; whitespace after a name of the password
     family or a flag."""
-    if op is not None or sep.lstrip("\"'`")[:1] in ("(", "[", "{"):
+    if op is not None or sep.lstrip("\\\"'`")[:1] in ("(", "[", "{"):
         return True
     return (strength == 2 or name.startswith("-")) and any(c.isspace() for c in sep)
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _has_scheme(name: str) -> bool:
-    """Whether ``name`` is an ``Authorization`` header's (``Proxy-Authorization`` too), whose
-    value is a scheme and a credential: ``Token K``, ``Basic K``, ``Digest ...``."""
+def _takes_field(name: str, op: str | None) -> bool:
+    """Whether ``name`` is a header's whose value is the rest of its field: an
+    ``Authorization`` (``Proxy-Authorization`` too) after any operator, a ``Cookie`` (or
+    ``Set-Cookie``) after a colon."""
     words = _WORD.findall(name)
-    return bool(words) and words[-1].lower() == "authorization"
+    last = words[-1].lower() if words else ""
+    if last == "authorization":
+        return True
+    return last in _FIELD_HEADERS and op is not None and bool(_COLON_OP.fullmatch(op))
 
 
 def _stripped(pattern: str, start: int, stop: int) -> tuple[int, int]:
@@ -355,8 +571,195 @@ def _looks_random(value: str) -> bool:
     return in_words < len(value) / 2
 
 
-def _is_hex(match: re.Match) -> bool:
-    return match[0].count("#") >= 2 and sum(c.isalpha() for c in match[0]) >= 2
+def _hex(pattern: str) -> Iterator[tuple[int, int, str]]:
+    """The hex strings of ``pattern`` (see ``_HEX``)."""
+    mangled = [m.span() for m in _MANGLED.finditer(pattern)] if "_Z" in pattern else []
+    at = 0  # the first mangled name that may hold the next hex string
+    for m in _HEX.finditer(pattern):
+        start, end = m.span()
+        while at < len(mangled) and mangled[at][1] <= start:
+            at += 1
+        if at < len(mangled) and mangled[at][0] <= start and _LETTER.match(pattern, end):
+            continue
+        runs = pattern.count("#", start, end)
+        least = 2 if end - start >= 12 else 3
+        if runs >= least and end - start - runs >= least:
+            yield start, end, SECRET
+
+
+def _has_digit(match: re.Match) -> bool:
+    return "#" in match[0]
+
+
+def _class_bits(pattern: str, start: int, end: int) -> int:
+    """Which of upper-case letters, lower-case letters and digits the span holds: 1, 2, 4."""
+    return (
+        (_UPPER.search(pattern, start, end) is not None)
+        | (_LOWER.search(pattern, start, end) is not None) << 1
+        | (pattern.find("#", start, end) >= 0) << 2
+    )
+
+
+def _classes(pattern: str, start: int, end: int) -> int:
+    """How many of upper-case letters, lower-case letters and digits the span holds."""
+    return bin(_class_bits(pattern, start, end)).count("1")
+
+
+def _known_tokens(pattern: str) -> Iterator[tuple[int, int, str]]:
+    """The tokens of ``_TOKEN_FORMS``, at the start of a word or inside one."""
+    for m in _KNOWN_TOKEN.finditer(pattern):
+        form = m.lastgroup
+        _, _, shortest, shortest_inside, looks = _TOKEN_FORMS[form]
+        start, end = m.start(), m.end()
+        while pattern[end - 1] == ".":
+            end -= 1
+        body = end - m.end(form)
+        if form == "jwt" and not _JWT.fullmatch(pattern, m.end(form), end):
+            continue
+        if body >= shortest and (start == 0 or not _WORD_CHAR.match(pattern, start - 1)):
+            yield start, end, SECRET
+        elif body >= shortest_inside and (
+            looks == _ANY
+            or (looks == _MIXED and _classes(pattern, m.end(form), end) >= 2)
+            or (looks == _RANDOM and any(_keys(pattern, m.end(form), end, [0])))
+        ):
+            yield start, end, SECRET
+
+
+def _random_span(pattern: str, start: int, end: int) -> bool:
+    """Whether the span mixes classes of characters as keys do and words do not: it holds
+    two of upper case, lower case and digits, and is mostly not in words (``_KEY_WORDS``
+    that can be said) or switches class often with few vowels (``_switches_often``). A span too
+    long to be a word's is random when it mixes classes (fail closed)."""
+    if _classes(pattern, start, end) < 2:
+        return False
+    length = end - start
+    if length > _WORDS_CHARS:
+        return True
+    if _in_words(pattern, start, end) * 2 < length:
+        return True
+    return _switches_often(*_shape(pattern, start, end))
+
+
+def _in_words(pattern: str, start: int, end: int) -> int:
+    """How many characters of the span are in words (``_KEY_WORDS`` that can be said)."""
+    return sum(len(m[0]) for m in _KEY_WORDS.finditer(pattern, start, end) if _is_said(m[0]))
+
+
+def _is_said(word: str) -> bool:
+    """Whether a word has vowels enough to be said: one letter in five or more."""
+    vowels = len(_WORD_VOWELS.findall(word))
+    return vowels > 0 and vowels * 5 >= len(word)
+
+
+def _shape(pattern: str, start: int, end: int) -> tuple[int, int, int, int]:
+    """(characters, class switches, letters, vowels) of the span: ``#x#x#`` is one class."""
+    switches = sum(1 for _ in _CLASS_RUN.finditer(pattern, start, end)) - 1
+    letters = end - start - pattern.count("#", start, end)
+    return end - start, switches, letters, len(_VOWELS.findall(pattern, start, end))
+
+
+def _switches_often(length: int, switches: int, letters: int, vowels: int) -> bool:
+    """At 45% of the characters or more (``ConvWgradOutput...``: at one in three), with
+    fewer than a third of the letters vowels (``DeviceUniqueByKey...`` has more)."""
+    return switches * 20 >= (length - 1) * 9 and vowels * 3 < letters
+
+
+def _random_piece(pattern: str, start: int, end: int) -> bool:
+    """Whether the piece, or one of its stretches of ``_WINDOW`` characters (one at every
+    half window: a key glued to words, ``finalZm9vYmFy...data``), is random."""
+    if _random_span(pattern, start, end):
+        return True
+    if end - start <= _WINDOW or end - start > _WORDS_CHARS:
+        return False
+    last = end - _WINDOW
+    return any(
+        _random_span(pattern, at, at + _WINDOW) for at in (*range(start, last, _WINDOW // 2), last)
+    )
+
+
+class _Stretch:
+    """Pieces of a run next to each other, none a word, and what they hold."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self.pieces: list[tuple[int, int]] = []
+        self.random = 0  # characters of random pieces and of short ones mixing classes
+        self.long_random = False  # whether a piece of 8 or more is random
+        self.classes = 0  # upper, lower, digits: a bit each (``_class_bits``)
+        self.long_mixed = False  # whether a piece of 8 or more holds all three classes
+
+    def add(self, start: int, end: int, classes: int) -> None:
+        pattern = self.pattern
+        self.pieces.append((start, end))
+        self.classes |= classes
+        mixed = classes not in (0, 1, 2, 4)
+        if end - start < _PIECE_CHARS:
+            word = _KEY_WORDS.fullmatch(pattern, start, end)
+            if mixed and not (word and _is_said(word[0])):
+                self.random += end - start  # ``Oi#A#``, ``f#``, not ``Sum``
+        else:
+            self.long_mixed |= classes == 7
+            if mixed and _random_piece(pattern, start, end):
+                self.random += end - start
+                self.long_random = True
+
+    def span(self) -> tuple[int, int]:
+        return self.pieces[0][0], self.pieces[-1][1]
+
+    def is_key(self) -> bool:
+        """A random piece and 16 random characters in 24 or more; or 32 characters or more
+        of all three classes, its pieces taken together switching class often, or mostly not
+        in words with a piece of 8 or more of all three (not ``nvjet_tst_64x4_h_bz_coopA``)."""
+        start, end = self.span()
+        if self.long_random and self.random >= _KEY_CHARS and end - start >= _KEY_RUN:
+            return True
+        if end - start < _MIXED_RUN or self.classes != 7:
+            return False
+        shape, in_words = [0, 0, 0, 0], 0
+        for first, last in self.pieces:
+            if last - first <= _WORDS_CHARS:
+                for i, n in enumerate(_shape(self.pattern, first, last)):
+                    shape[i] += n
+                in_words += _in_words(self.pattern, first, last)
+        return _switches_often(*shape) or (self.long_mixed and in_words * 2 < shape[0])
+
+
+def _random_runs(pattern: str) -> Iterator[tuple[int, int, str]]:
+    """The stretches of ``_RUN_OF_KEY`` runs that hold a key (see there)."""
+    count = [0]
+    for run in _RUN_OF_KEY.finditer(pattern):
+        if not _MANGLED_RUN.match(pattern, run.start()):
+            for start, end in _keys(pattern, run.start(), run.end(), count):
+                yield start, end, SECRET
+
+
+def _keys(pattern: str, start: int, end: int, count: list[int]) -> Iterator[tuple[int, int]]:
+    """The stretches of pieces between ``start`` and ``end`` that hold a key; ``count`` the
+    pieces read so far in the text (``MAX_KEY_PIECES``)."""
+    stretch = None
+    for piece in _KEY_PIECE.finditer(pattern, start, end):
+        count[0] += 1
+        if count[0] > MAX_KEY_PIECES:
+            raise _TooMany
+        first, last = piece.span()
+        classes = _class_bits(pattern, first, last)
+        if last - first >= _PIECE_CHARS and _is_word(pattern, first, last, classes):
+            if stretch is not None and stretch.is_key():
+                yield stretch.span()
+            stretch = None
+            continue
+        if stretch is None:
+            stretch = _Stretch(pattern)
+        stretch.add(first, last, classes)
+    if stretch is not None and stretch.is_key():
+        yield stretch.span()
+
+
+def _is_word(pattern: str, start: int, end: int, classes: int) -> bool:
+    """Whether the piece is in one class and pronounceable: ``elementwise``, ``VECTORIZED``,
+    not ``gworxxkk`` (the end of a key)."""
+    return classes in (0, 1, 2, 4) and len(_VOWELS.findall(pattern, start, end)) * 4 >= end - start
 
 
 def _found(pattern: re.Pattern, kind: str, group: str | int = 0, keep=None):
@@ -368,9 +771,9 @@ def _found(pattern: re.Pattern, kind: str, group: str | int = 0, keep=None):
     return spans
 
 
-def _has_secret_word(text: str) -> bool:
+def _may_hold_setting(text: str) -> bool:
     lower = text.lower()
-    return any(stem in lower for stem in _SECRET_STEMS)
+    return any(stem in lower for stem in _SECRET_STEMS) or "%" in text or not text.isascii()
 
 
 # (whether a text may hold it, its spans), in order: a later rule sees the placeholders of the
@@ -382,16 +785,17 @@ _RULES = (
         lambda t: any(w in t.lower() for w in ("bearer", "basic", "token")),
         _found(_AUTH, SECRET, "value", _auth_value),
     ),
-    (_has_secret_word, _assignments),
+    (_may_hold_setting, _assignments),
     (_TOOL.search, _tool_flags),
     (lambda t: "://" in t, _found(_URL, URL)),
     (lambda t: "@" in t, _found(_ADDRESS, ADDRESS)),
-    (_KNOWN_PREFIX.search, _found(_KNOWN_TOKEN, SECRET)),
-    (_LONG_RUN.search, _found(_HEX, SECRET, keep=_is_hex)),
-    (_LONG_RUN.search, _found(_RANDOM, SECRET, keep=lambda m: _looks_random(m[0]))),
+    (_KNOWN_PREFIX.search, _known_tokens),
+    (_LONG_RUN.search, _random_runs),
+    (_LONG_HEX.search, _hex),
     (lambda t: ":\\" in t or ":/" in t or "\\\\" in t, _found(_WINDOWS_PATH, LOCAL_PATH)),
     (lambda t: "/" in t, _found(_POSIX_PATH, LOCAL_PATH)),
     (_HAS_TLD.search, _found(_HOST, HOST)),
+    (lambda t: "::" in t or t.count(":") >= 7, _found(_IPV6, HOST, keep=_has_digit)),
     (lambda t: "#.#.#.#" in t, _found(_IPV4, HOST)),
 )
 
@@ -548,14 +952,18 @@ def scrub_text(text: str, key: bytes | None = None) -> str:
     Names stay as they are: ``aten::add``, ``Batch 12``, ``loss=0.5``, ``max_tokens=4096``,
     ``void at::native::vectorized_elementwise_kernel<4, ...>``. What is replaced: the value
     after a name that says secret (``HF_TOKEN=``, ``--hf-token``, ``api_key :=``,
-    ``AccountKey=``, ``:password =>``, ``password:`` and a new line, ``PGPASSWORD=(...)``,
-    ``password(...)``, ``api_key[...]``: all up to the matching bracket), whatever it looks
-    like; an ``Authorization`` header's scheme and credential (``Authorization: Token ...``,
-    ``Proxy-Authorization: Basic ...``: the rest of the line or quoted field); the password
-    flags of common tools (``sshpass -p``); the token after ``Bearer``; the formats of
-    common services' keys (``hf_``, ``ghp_``, ``sk-``, ``AKIA``, JWTs); hex and random-looking
-    strings; absolute paths (``/home/...``, ``~/...``, ``C:\\Users\\...``), ``user@host``,
-    URLs, host names with a known top-level domain and IPv4 addresses.
+    ``AccountKey=``, ``PASSCODE=``, ``session=``, ``X-Api-Key:``, ``password＝``,
+    ``"password": "..."``, ``\\"password\\":\\"...\\"``, ``?token=``, ``%74oken=``,
+    ``:password =>``, ``password:`` and a new line): everything up to the next whitespace
+    that no quotes hold, whatever punctuation it holds, or all up to the matching bracket
+    (``PGPASSWORD=(...)``, ``password(...)``, ``api_key[...]``); an ``Authorization``
+    header's scheme and credential and a ``Cookie`` header's cookies (the rest of the line or
+    quoted field); the password flags of common tools (``sshpass -p``); the token after
+    ``Bearer``; the formats of common services' keys, inside words too (``hf_``, ``ghp_``,
+    ``sk-``, ``sk_live_``, ``xoxb-``, ``AKIA``, ``AIza``, ``ya29.``, JWTs, private key
+    blocks); hex and random-looking runs of 32 characters or so, inside words too; absolute
+    paths (``/home/...``, ``~/...``, ``C:\\Users\\...``), ``user@host``, URLs, host names
+    with a known top-level domain, IPv4 and IPv6 addresses (``fe80::1%eth0``, ``[::1]:80``).
 
     The placeholders are keyed hashes: with the same ``key`` (bytes) a text always becomes
     the same; without one, a key made for this process is used.
