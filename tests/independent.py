@@ -13,7 +13,7 @@ every row of the kernel, memcpy and memset tables; busy time is the **union** of
 from __future__ import annotations
 
 import sqlite3
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 import numpy as np
@@ -168,3 +168,221 @@ def step_windows(path: Path, like: str, pid: int | None = None) -> list[tuple[in
         (pid,) = pids
     ranges = [("", s, e) for s, e in nvtx_ranges(path, like, pid)]
     return [(s, e) for _, s, e in completion_windows(path, ranges, pid)]
+
+
+# -- the step account's intervals, by SQL and plain Python ---------------------------------
+
+GLOBAL_PID = "((globalPid >> 24) & 16777215)"
+VALID = "start IS NOT NULL AND end IS NOT NULL AND end >= start"
+# Copy kinds and memory kinds as exported (``ENUM_CUDA_MEM_KIND`` when present says the same).
+HTOD, DTOH = 1, 2
+MEM_KIND = {0: "Pageable", 1: "Pinned"}
+
+
+def nccl_issued(path: Path) -> set[tuple[int, int]]:
+    """(pid, correlationId) of the CUDA calls made inside NCCL's NVTX ranges: ranges of the
+    process's domain named NCCL, or named ncclXxx."""
+    if not {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"} <= tables(path):
+        return set()
+    rows = query(
+        path,
+        "WITH dom AS (SELECT (globalTid >> 24) & 16777215 AS pid, domainId FROM NVTX_EVENTS "
+        "  WHERE eventType = 75 AND text = 'NCCL'), "
+        "r AS (SELECT n.globalTid, n.start, n.end FROM NVTX_EVENTS n "
+        "  LEFT JOIN StringIds s ON s.id = n.textId "
+        "  WHERE n.eventType IN (59, 60) AND n.end > n.start AND ("
+        "    coalesce(n.text, s.value) GLOB 'nccl[A-Z]*' OR EXISTS (SELECT 1 FROM dom "
+        "    WHERE dom.pid = (n.globalTid >> 24) & 16777215 AND dom.domainId = n.domainId))) "
+        "SELECT DISTINCT (c.globalTid >> 24) & 16777215, c.correlationId "
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME c JOIN r ON r.globalTid = c.globalTid "
+        "AND r.start <= c.start AND c.start < r.end",
+    )
+    return set(rows)
+
+
+def _mem_kinds(path: Path) -> dict[int, str]:
+    if "ENUM_CUDA_MEM_KIND" in tables(path):
+        return dict(query(path, "SELECT id, label FROM ENUM_CUDA_MEM_KIND"))
+    return MEM_KIND
+
+
+def gpu_ops(path: Path) -> dict[tuple[int, int], dict[str, list[tuple[int, int]]]]:
+    """(pid, device) -> {"compute": non-NCCL kernels and graph replays, "nccl": NCCL kernels
+    and whatever NCCL's NVTX ranges issued, "other": copies and memsets, and of those
+    "htod_pinned" and "htod_pageable": host-to-device copies by their source memory, "dtoh":
+    device-to-host copies}, each a list of (start, end)."""
+    have = tables(path)
+    issued = nccl_issued(path)
+    kinds = _mem_kinds(path)
+    out: dict[tuple[int, int], dict[str, list]] = {}
+
+    def add(pid, dev, kind, s, e):
+        ops = out.setdefault(
+            (pid, dev),
+            {
+                "compute": [],
+                "nccl": [],
+                "other": [],
+                "htod_pinned": [],
+                "htod_pageable": [],
+                "dtoh": [],
+            },
+        )
+        ops[kind].append((s, e))
+
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in have:
+        rows = query(
+            path,
+            f"SELECT {GLOBAL_PID}, k.deviceId, k.start, k.end, s.value, k.correlationId "
+            f"FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.shortName "
+            f"WHERE {VALID}",
+        )
+        for pid, dev, s, e, name, corr in rows:
+            low = (name or "").lower()
+            nccl = (low.startswith("nccl") and "kernel" in low) or (pid, corr) in issued
+            add(pid, dev, "nccl" if nccl else "compute", s, e)
+    for table, kind in (
+        ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "compute"),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "other"),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", "other"),
+    ):
+        if table not in have:
+            continue
+        copy = table.endswith("MEMCPY")
+        extra = ", copyKind, srcKind" if copy else ", NULL, NULL"
+        q = f"SELECT {GLOBAL_PID}, deviceId, start, end, correlationId{extra} FROM {table} "
+        for pid, dev, s, e, corr, copy_kind, src in query(path, q + f"WHERE {VALID}"):
+            add(pid, dev, "nccl" if (pid, corr) in issued else kind, s, e)
+            if copy and copy_kind == HTOD and kinds.get(src) in ("Pinned", "Pageable"):
+                add(pid, dev, f"htod_{kinds[src].lower()}", s, e)
+            if copy and copy_kind == DTOH:
+                add(pid, dev, "dtoh", s, e)
+    return out
+
+
+class Spans(list):
+    """Disjoint (start, end) intervals in time order, with their running length, so that
+    ``inside`` is two bisections."""
+
+    def __init__(self, spans):
+        super().__init__(spans)
+        self.starts = [s for s, _ in self]
+        self.before = [0]  # before[i]: the length of spans[:i]
+        for s, e in self:
+            self.before.append(self.before[-1] + e - s)
+
+
+def union(intervals) -> Spans:
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return Spans((s, e) for s, e in out)
+
+
+def intersect(a, b) -> Spans:
+    """Intersection of two disjoint sorted lists (a two-pointer sweep)."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if e > s:
+            out.append((s, e))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return Spans(out)
+
+
+def minus(a, b) -> Spans:
+    """The parts of disjoint sorted ``a`` outside disjoint sorted ``b``."""
+    out, j = [], 0
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k, at = j, s
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > at:
+                out.append((at, b[k][0]))
+            at = max(at, b[k][1])
+            k += 1
+        if at < e:
+            out.append((at, e))
+    return Spans(out)
+
+
+def inside(u: Spans, lo: int, hi: int) -> int:
+    """Length of disjoint sorted ``u`` within [lo, hi)."""
+    if not isinstance(u, Spans):
+        u = Spans(u)
+    i = max(bisect_right(u.starts, lo) - 1, 0)
+    j = bisect_left(u.starts, hi)
+    if j <= i + 1:
+        return sum(max(0, min(e, hi) - max(s, lo)) for s, e in u[i:j])
+    # Whole spans strictly between the first and the last, clipped ends added.
+    first, last = u[i], u[j - 1]
+    middle = u.before[j - 1] - u.before[i + 1]
+    return (
+        max(0, min(first[1], hi) - max(first[0], lo))
+        + middle
+        + max(0, min(last[1], hi) - max(last[0], lo))
+    )
+
+
+# Step ranges in the project's captures: the ladder's ``Batch N``, the workloads' ``step``,
+# ``step N``, ``train_step N``, ``iteration N``, ``forward N``.
+STEP_NAMES = (
+    "Batch [0-9]*",
+    "step",
+    "step [0-9]*",
+    "train_step [0-9]*",
+    "iteration [0-9]*",
+    "forward [0-9]*",
+)
+
+
+def step_ranges(path: Path, pid: int | None = None) -> list[tuple[str, int, int]]:
+    """The top-level NVTX ranges with a step name on a main thread (tid == pid) of process
+    ``pid`` (any, when None), in time order; a range is top-level when no other range of its
+    thread encloses it."""
+    if "NVTX_EVENTS" not in tables(path):
+        return []
+    name = "coalesce(n.text, s.value)"
+    is_step = " OR ".join(f"{name} GLOB '{g}'" for g in STEP_NAMES)
+    rows = query(
+        path,
+        f"SELECT {name}, n.start, n.end, n.globalTid, ({is_step}) "
+        "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.eventType IN (59, 60) "
+        "AND (n.globalTid & 16777215) = ((n.globalTid >> 24) & 16777215) "
+        "ORDER BY n.globalTid, n.start, n.end DESC",
+    )
+    out, reach = [], {}
+    for name, s, e, tid, is_step in rows:
+        enclosed = reach.get(tid, -1) >= e
+        reach[tid] = max(reach.get(tid, -1), e)
+        if is_step and not enclosed and pid in (None, (tid >> 24) & 0xFFFFFF):
+            out.append((name, s, e))
+    return sorted(out, key=lambda r: r[1])
+
+
+def fixed_windows(ops) -> list[tuple[str, int, int]]:
+    """Ten equal windows over [first start, last end) of the account's GPU work: edge i at
+    lo + i * (hi - lo) // 10, so the last window ends at hi exactly."""
+    lo = min(s for kind in ops.values() for s, _ in kind)
+    hi = max(e for kind in ops.values() for _, e in kind)
+    edges = [lo + i * (hi - lo) // 10 for i in range(11)]
+    return [(f"window {i}", edges[i], edges[i + 1]) for i in range(10)]
+
+
+def startup_count(walls: list[int], ratio: float = 3) -> int:
+    """Leading windows that are start-up: each longer than ``ratio`` times every window after
+    it, with at least two windows left (the issue's rule, written out as a loop)."""
+    k = 0
+    while k < len(walls) - 2 and all(walls[k] > ratio * w for w in walls[k + 1 :]):
+        k += 1
+    return k

@@ -61,7 +61,8 @@ Medians are over steps; shares are of the summed wall time of the steps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from functools import cached_property
 from types import SimpleNamespace
 
@@ -87,12 +88,18 @@ from nsysprobe.analyses.events import (
 )
 from nsysprobe.analyses.gaps import LAUNCH_APIS, SLOW_LAUNCH_NS, SYNC_APIS, osrt_category
 from nsysprobe.analyses.steps import find_steps
-from nsysprobe.analyses.windows import StepWindows
+from nsysprobe.analyses.windows import StepWindows, startup_steps
 from nsysprobe.common.table import Labels, Table, by_count, descending, ranked
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
 FIXED_WINDOWS = 10
+# Without steps, a top-level NVTX range of the process that occurs once, ends in the first half
+# of its GPU work and is named like start-up is start-up: the windows begin after it.
+STARTUP_WORDS = (
+    r"(?i)init|setup|set_up|build|construct|load.?(?:model|weights|checkpoint)|warm.?up|"
+    r"compile|prepare"
+)
 # Idle shorter than this between back-to-back launches is the per-operation cost of issuing
 # work (framework dispatch plus the launch call): fixed by fewer launches, not by moving code.
 LAUNCH_GAP_NS = 100_000
@@ -193,6 +200,7 @@ class AccountStep:
     buckets: tuple[tuple[str, int], ...]  # (bucket name, ns), only those above zero
     communication_ns: int = 0  # NCCL work in the step (union), hidden or not
     communication_overlapped_ns: int = 0  # the part under compute kernels
+    startup: bool = False  # a start-up step: in no total of the account (``STARTUP_RATIO``)
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,22 @@ class Account:
     # Every NCCL operation of the process on the device, in or out of the steps, for the
     # cross-rank arrivals (``arrivals.py``); not part of the JSON.
     communication_ops: CommunicationOps | None = None
+    # The leading steps left out of every total above as start-up (``STARTUP_RATIO``), and
+    # their wall time; the steps they are set against: the longest of the others.
+    startup_steps: int = 0
+    startup_ns: int = 0
+    steady_longest_ns: int = 0
+    # GPU work before the first window that is start-up: without steps, a one-time range
+    # named like it (``STARTUP_WORDS``) ended there; with steps, the work before the first
+    # step when it spans more than the longest steady step. Its span (first operation to the
+    # first window) is in ``startup_ns``; the one-time range it ran in, if any.
+    startup_before_ns: int = 0
+    startup_range: str = ""
+    # Per busy kind that compute could hide (copies, communication): the most of it that
+    # overlap could hide, step by step the lesser of its time and the step's compute time.
+    hideable_ns: dict[str, int] = field(default_factory=dict)
+    # The steady steps' host-to-device copy time by the NVTX range its call was issued in.
+    copy_ranges: tuple[Detail, ...] = ()
 
     def bucket(self, name: str) -> Bucket | None:
         return next((b for b in self.buckets if b.name == name), None)
@@ -336,15 +360,83 @@ class _ProcessDevice:
             steps = None  # none of this GPU work falls in a step: the steps are another's
         self.steps = steps
         self.step_thread = steps.thread if steps is not None else None
+        first = int(self.ops["start"][0]) if len(self.ops) else 0
         if steps is not None and steps.count:
             self.win_s, self.win_e = steps.start, steps.end
             self.win_names = steps.names  # texts (``find_steps``)
             self.windows = f"NVTX range '{steps.pattern}', each to its completion"
+            # GPU work before the first step: a one-time range there is start-up, any name.
+            self.startup_range, _ = self._once_range(int(self.win_s[0]), named=False)
+            self.before_ns = max(0, int(self.win_s[0]) - first) if len(self.ops) else 0
         else:
-            self.win_s, self.win_e = _fixed_windows(self.ops["start"], self.ops["end"])
+            self.startup_range, begin = self._once_range(None, named=True)
+            later = self.ops["start"] >= begin
+            op_s, op_e = self.ops["start"][later], self.ops["end"][later]
+            self.win_s, self.win_e = _fixed_windows(op_s, op_e)
             self.win_names = np.array([f"window {i}" for i in range(self.win_s.size)])
             self.windows = "equal windows over the GPU work, no step range"
+            self.before_ns = max(0, begin - first) if len(self.ops) else 0
+        stepped = steps is not None and steps.count
+        self.startup = startup_steps(self.win_e - self.win_s) if stepped else 0
         self.runtime = self._runtime()
+
+    def _once_range(self, before: int | None, named: bool) -> tuple[str, int]:
+        """A top-level range of the process that occurs once and ends after its first GPU
+        operation, by ``before`` (default: half-way through its GPU work), named like
+        start-up (``STARTUP_WORDS``) when ``named``: its name and end, the latest such, or
+        ("", the first operation's start)."""
+        ops = self.ops
+        first = int(ops["start"][0]) if len(ops) else 0
+        nv, top = self.ev.nvtx, self.ev.nvtx_top_level
+        if not len(ops) or not len(nv):
+            return "", first
+        mine = np.flatnonzero(top & (pid_of(nv["globalTid"]) == self.pid))
+        if not mine.size:
+            return "", first
+        half = first + (int(self.ops["end"].max()) - first) // 2
+        codes = nv["pattern"].codes[mine]
+        once = np.bincount(codes, minlength=len(nv["pattern"].categories))[codes] == 1
+        cats = nv["pattern"].categories
+        if named:
+            once &= np.array([bool(re.search(STARTUP_WORDS, str(cats[c]))) for c in codes])
+        ends = nv["end"][mine]
+        pick = np.flatnonzero(
+            once & (ends > first) & (ends <= (half if before is None else before))
+        )
+        if not pick.size:
+            return "", first
+        last = pick[np.argmax(ends[pick])]
+        return str(cats[codes[last]]), int(ends[last])
+
+    def _copy_ranges(self) -> tuple[Detail, ...]:
+        """The steady steps' host-to-device copy time by the innermost NVTX range (numbers
+        masked) on the thread of the call that issued each copy, largest first."""
+        ops, rt, nv = self.ops, self.runtime, self.ev.nvtx
+        names = ops["copy"].categories.tolist()
+        if "HtoD" not in names or not self.win_s.size:
+            return ()
+        lo, hi = self.win_s[min(self.startup, self.win_s.size - 1)], self.win_e[-1]
+        start = ops["start"]
+        htod = ops["copy"].codes == names.index("HtoD")
+        sel = np.flatnonzero(htod & (start >= lo) & (start < hi))
+        if not sel.size:
+            return ()
+        dur = ops["end"][sel] - start[sel]
+        call = self._op_calls[sel]
+        where = np.full(sel.size, NO_RANGE, dtype=object)
+        known = np.flatnonzero(call >= 0)
+        tids, at = rt["globalTid"][call[known]], rt["start"][call[known]]
+        for tid in np.unique(tids).tolist():
+            rows = np.flatnonzero(nv["globalTid"] == tid) if len(nv) else np.empty(0, np.int64)
+            these = np.flatnonzero(tids == tid)
+            j = iv.innermost_cover(nv["start"][rows], nv["end"][rows], at[these])
+            hit = j >= 0
+            where[known[these[hit]]] = label_at(nv["pattern"], rows[j[hit]])
+        totals: dict[str, int] = {}
+        for name, ns in zip(where.tolist(), dur.tolist()):
+            totals[name] = totals.get(name, 0) + int(ns)
+        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:DETAILS_LISTED]
+        return tuple(Detail(name, ns) for name, ns in ranked)
 
     def _any_work_in(self, steps: StepWindows) -> bool:
         """Does any of the process's GPU work on the device overlap the steps' windows (from
@@ -560,7 +652,7 @@ class _ProcessDevice:
         if detail is None:
             return
         codes = detail[origin]
-        named = codes >= 0
+        named = (codes >= 0) & (w >= self.startup)  # the steady steps' details only
         if not named.any():
             return
         n_t = len(texts.texts)
@@ -572,11 +664,19 @@ class _ProcessDevice:
             details[(b, name)] = details.get((b, name), 0) + int(sums[k])
 
     def _result(self, labels, n_busy, table, wall, details, layers, busy_names, rb) -> Account:
-        total_wall = int(wall.sum())
+        # Every total is the steady steps': the start-up steps are listed, and counted apart.
+        k = self.startup
+        steady, steady_wall = table[k:], wall[k:]
+        total_wall = int(steady_wall.sum())
+        longest = int(steady_wall.max()) if steady_wall.size else 0
+        # Unstepped, the named range's span is start-up; stepped, work before the first step
+        # that spans more than a whole step.
+        stepped = self.steps is not None and self.steps.count
+        before = self.before_ns if not stepped or self.before_ns > longest else 0
         buckets = []
         by_bucket = _details_by_bucket(details)
         for b, name in enumerate(labels):
-            total = int(table[:, b].sum())
+            total = int(steady[:, b].sum())
             if not total:
                 continue
             buckets.append(
@@ -584,13 +684,19 @@ class _ProcessDevice:
                     name=name,
                     kind="busy" if b < n_busy else "idle",
                     total_ns=total,
-                    median_ns=int(np.median(table[:, b])),
+                    median_ns=int(np.median(steady[:, b])),
                     share_ratio=total / total_wall if total_wall else 0.0,
                     details=by_bucket.get(b, ()),
                 )
             )
         buckets.sort(key=lambda x: (x.kind != "busy", -x.total_ns))
-        busy_total = int(table[:, :n_busy].sum())
+        busy_total = int(steady[:, :n_busy].sum())
+        compute = steady[:, labels.index(COMPUTE)] if COMPUTE in labels[:n_busy] else 0
+        hideable = {
+            name: int(np.minimum(steady[:, b], compute).sum())
+            for b, name in enumerate(labels[:n_busy])
+            if name not in (COMPUTE, MEMSET) and steady[:, b].any()
+        }
         comm_ns = overlapped = 0
         comm_w = np.zeros(wall.size, dtype=np.int64)
         exposed_w = comm_w
@@ -604,13 +710,13 @@ class _ProcessDevice:
                 holder[inside], weights=(e - s)[inside], minlength=wall.size
             ).astype(np.int64)
             exposed_w = table[:, labels.index(COMMUNICATION)]
-            comm_ns, overlapped = int(comm_w.sum()), int((comm_w - exposed_w).sum())
+            comm_ns, overlapped = int(comm_w[k:].sum()), int((comm_w - exposed_w)[k:].sum())
             ops = self.ops
             mine = ops["kind"] == COMMUNICATION
             c_s, c_e = ops["start"][mine], ops["end"][mine]
             c_n = label_at(ops["coll"], np.flatnonzero(mine))
-            compute = layers[COMPUTE]
-            collectives = summarize(c_s, c_e, c_n, compute, (self.win_s, self.win_e))
+            steady_windows = (self.win_s[k:], self.win_e[k:])
+            collectives = summarize(c_s, c_e, c_n, layers[COMPUTE], steady_windows)
             comm_ops = CommunicationOps(
                 c_s,
                 c_e,
@@ -633,6 +739,7 @@ class _ProcessDevice:
                 ),
                 communication_ns=int(comm_w[i]),
                 communication_overlapped_ns=int(comm_w[i] - exposed_w[i]),
+                startup=i < k,
             )
             for i in range(min(wall.size, STEP_ROWS_LISTED))
         )
@@ -641,9 +748,9 @@ class _ProcessDevice:
             device_id=self.dev,
             thread=self.ev.thread_label(self._home_thread()),
             windows=self.windows,
-            step_count=int(wall.size),
+            step_count=int(steady_wall.size),
             wall_ns=total_wall,
-            median_wall_ns=int(np.median(wall)) if wall.size else 0,
+            median_wall_ns=int(np.median(steady_wall)) if steady_wall.size else 0,
             busy_ns=busy_total,
             idle_ns=total_wall - busy_total,
             idle_ratio=(total_wall - busy_total) / total_wall if total_wall else 0.0,
@@ -659,6 +766,13 @@ class _ProcessDevice:
             loader_processes=self.loaders,
             collectives=collectives,
             communication_ops=comm_ops,
+            startup_steps=k,
+            startup_ns=int(wall[:k].sum()) + before,
+            startup_before_ns=before,
+            steady_longest_ns=longest,
+            hideable_ns=hideable,
+            copy_ranges=self._copy_ranges(),
+            startup_range=self.startup_range if before else "",
         )
 
     def _home_thread(self) -> int:
@@ -887,7 +1001,8 @@ class _ProcessDevice:
             drain_detail[at] = texts.codes(
                 _joined(_one("after", at.size), (drain_api[at], api_names), " {}")
             )
-            in_window = iv.overlaps_any(s, e, (self.win_s, self.win_e))
+            k = self.startup  # the steady steps' read-backs only
+            in_window = iv.overlaps_any(s, e, (self.win_s[k:], self.win_e[k:]))
             return SimpleNamespace(
                 n=m,
                 first=first,

@@ -34,7 +34,8 @@ the rate without it is reported too.
 **Which side sets the pace.** The GPU idle ``GPU_WAITS_IDLE_RATIO`` of the windows' time or
 more waits for the CPU; less, it sets the pace. *CPU ahead by N steps*: the median over steps
 of how many later steps' CPU ranges had ended (their work all queued) when the step completed
-(none: lock step).
+(none: lock step). Start-up steps (leading steps over ``STARTUP_RATIO`` times longer than
+every step after them) are left out of both.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ FIRST_OUTLIER_RATIO = 0.25
 # Idle at least this share of the windows: the GPU waits for the CPU (the gpu_bound verdict's
 # threshold, ``diagnose.rules.GPU_BOUND_IDLE_RATIO``, is the same 10 %).
 GPU_WAITS_IDLE_RATIO = 0.10
+# Leading steps this many times longer than the longest step after them are start-up
+# (compilation, autotuning, lazy initialization in the first steps of a capture): reported
+# apart, never as the steady state's cause or pace.
+STARTUP_RATIO = 3
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ class Pace:
     cpu_ahead_steps: float  # median over steps of later CPU ranges ended before completion
     gpu_lag_ns: int  # median over steps of how long the GPU ran the step after its CPU range
     paced_by: str  # "gpu" (CPU ahead or in lock step, the GPU busy) or "cpu" (the GPU waits)
+    startup_steps: int  # leading start-up steps, out of the pace (``startup_steps``)
+    steady_busy_ratio: float  # GPU busy over the steps after them
     note: str  # one line: "CPU ahead by 14 steps (median; up to 19): the GPU sets the pace ..."
 
 
@@ -145,6 +152,19 @@ def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWin
     )
 
 
+def startup_steps(wall: np.ndarray) -> int:
+    """How many leading steps are start-up: each ``STARTUP_RATIO`` times longer than every
+    step after it; at least two steps are left to the steady state."""
+    n = wall.size
+    if n < 3:
+        return 0
+    later = np.maximum.accumulate(wall[::-1])[::-1]  # later[i]: the longest of wall[i:]
+    k = 0
+    while k < n - 2 and wall[k] > STARTUP_RATIO * later[k + 1]:
+        k += 1
+    return k
+
+
 def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
     """The throughput and pace of ``windows``; ``busy_ns``: the GPU busy time in each."""
     wall = windows.wall
@@ -163,10 +183,15 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
     queued = np.searchsorted(np.sort(windows.cpu_end), windows.end, side="right")
     ahead = np.clip(queued - np.arange(1, n + 1), 0, None)
     has_work = windows.gpu_ops > 0
-    lag = np.clip(windows.gpu_end[has_work] - windows.cpu_end[has_work], 0, None)
-    ahead_median = float(np.median(ahead)) if n else 0.0
-    total = int(wall.sum())
-    idle_ratio = 1 - float(busy_ns.sum()) / total if total else 1.0
+    # Which side sets the pace is a question about the steady state: start-up steps apart.
+    startup = startup_steps(wall)
+    steady_from = np.arange(n) >= startup
+    both = has_work & steady_from
+    lag = np.clip(windows.gpu_end[both] - windows.cpu_end[both], 0, None)
+    ahead = ahead[steady_from]
+    ahead_median = float(np.median(ahead)) if ahead.size else 0.0
+    total = int(wall[steady_from].sum())
+    idle_ratio = 1 - float(busy_ns[steady_from].sum()) / total if total else 1.0
     ahead_text = (
         f"ahead by {ahead_median:g} step{'' if ahead_median == 1 else 's'} (median; up to "
         f"{int(ahead.max())})"
@@ -197,5 +222,7 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
         cpu_ahead_steps=ahead_median,
         gpu_lag_ns=int(np.median(lag)) if lag.size else 0,
         paced_by=paced_by,
+        startup_steps=startup,
+        steady_busy_ratio=1 - idle_ratio,
         note=note,
     )

@@ -1,16 +1,28 @@
 """The step account -> ranked recommendations, each with its reason, evidence and gain.
 
 Each rule reads buckets of the step account (``nsysprobe/analyses/account.py``) of the
-report's main process and GPU, and no two rules read the same bucket, so the gains (each the
-time of its buckets, or the part of it the fix would save) never add up to more than the
-time measured. The ids are stable, so scripts can rely on them:
+report's main process and GPU, over its steady steps (start-up steps apart), and no two rules
+read the same time: where two share a bucket they split it (what compute can hide under it,
+and the rest), so the gains never add up to more than the time measured. Each gain is what
+its fix can remove, bounded by the trace, its assumption in the evidence: overlap hides
+copies or communication only under compute (step by step, the lesser of the two), pinned
+memory brings pageable copies to the pinned rate, every other fix removes at most its idle
+time; no step drops below its GPU work. The ids are stable, so scripts can rely on them:
 
     multiprocess_loading   idle while the training thread produced batches itself
-                           (``loading``) or waited for loader workers (``loader_wait``)
+                           (``loading``) or waited for loader workers (``loader_wait``),
+                           where the trace shows an input pipeline (``input_pipeline``)
+    cpu_optimizer          the same idle where the thread's own code before the upload is an
+                           optimizer step on the host (named so): gradients down, a CPU step,
+                           weights up
     pinned_memory          host-to-device copies from pageable memory (their exposed copy
                            time, and the idle while the thread staged them)
-    stream_pipelining      pinned host-to-device copies with no kernel running: copy batch
-                           N+1 on a side stream while batch N computes
+    stream_pipelining      pinned host-to-device copies with no kernel running, as much of
+                           them as the step's compute can hide: copy batch N+1 on a side
+                           stream while batch N computes
+    copy_bound             the rest of those copies, more than compute can hide: move fewer
+                           bytes (data kept on the GPU, compressed or in lower precision; for
+                           weights streamed in, larger batches, resident or quantized weights)
     device_to_host         large device-to-host read-backs that drain the GPU, with the
                            host work after them, and the exposed device-to-host copy time
     host_sync              synchronizations (and small read-backs such as ``.item()``) that
@@ -19,13 +31,22 @@ time measured. The ids are stable, so scripts can rely on them:
                            changing shapes) and the host work after a draining free
     launch_overhead        idle between launches: each launch costs more than its kernel
     cpu_overhead           the training thread's own code while the GPU idles, by NVTX range
+                           (with no input pipeline in the trace, its code before an upload too)
     os_runtime_stall       the training thread inside OS calls (munmap, ...) while the GPU idles
     late_rank              (a report holding every rank) this rank's NCCL kernels waited for
                            another rank that arrives last at the collectives: fix that rank
                            (its own cause is named), not the communication
     exposed_communication  NCCL work with no compute kernel running, less the part spent
-                           waiting for a late rank
+                           waiting for a late rank, as much as the step's compute can hide
+    communication_bound    the rest of it: fewer bytes per sample (larger batches, gradient
+                           compression or bf16 gradients, no_sync() accumulation)
     warmup_in_capture      loading CUDA modules (lazy loading, JIT) inside the captured steps
+    startup_in_capture     leading steps many times longer than every step after them
+                           (compilation, autotuning, lazy initialization), and GPU work before
+                           the first step (or a one-time range named like start-up, without
+                           steps) that spans more than a step (model construction, weight
+                           upload): counted apart from the steady state every other rule
+                           reads, at its cost, with the capture-range fix
     profiler_overhead      nsys's own overhead: the measurement, not the workload
     gpu_idle               idle with no canned fix (work queued but started late, other CUDA
                            calls), or idle spread over causes none of which reaches its floor
@@ -45,6 +66,7 @@ diagnose; otherwise it comes last, after the verdict the GPU data supports.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,6 +75,7 @@ from nsysprobe.analyses.arrivals import Arrivals, late_causes, process_label, ra
 from nsysprobe.analyses.health import Finding
 from nsysprobe.analyses.intervals import busy_ratio
 from nsysprobe.analyses.transfers import TransfersResult
+from nsysprobe.analyses.windows import STARTUP_RATIO
 
 if TYPE_CHECKING:
     from nsysprobe.analyses.cpu_placement import CpuPlacementResult
@@ -69,6 +92,15 @@ PINNED_SPEEDUP_ASSUMED = 2.0
 # way to measure the remote penalty in one trace, the gain is that figure scaled by the share
 # of run time spent off the GPU's node.
 NUMA_TIME_SAVED_WHEN_REMOTE = 1 - 1.04 / 1.24
+# What names a training input pipeline (the NVTX ranges the thread's loading ran in), and what
+# rules a name out however it reads (model weights, an optimizer, start-up, checkpoints).
+INPUT_WORDS = r"(?i)batch|data|loader|input|fetch|sample|collate|\bnext\b|\bread"
+NOT_INPUT_WORDS = (
+    r"(?i)weight|param|optim|adam|sgd|lamb|grad|model|init|setup|ckpt|checkpoint|save|_w#|\bw#"
+)
+OPTIMIZER_WORDS = r"(?i)optim|adam|sgd|lamb|lion|shampoo|\bstep\b.*param"
+# What names weights streamed to the GPU (the ranges their copies were issued in).
+WEIGHT_WORDS = r"(?i)weight|param|offload|layer|_w#|\bw#|shard"
 
 
 @dataclass(frozen=True)
@@ -111,6 +143,9 @@ def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
     recs.sort(key=lambda r: -r.saved_ns)
     if not recs:
         recs = [_gpu_bound(a) if a.idle_ratio < GPU_BOUND_IDLE_RATIO else _spread_idle(a)]
+    startup = _startup(a)
+    if startup is not None:
+        recs.append(startup)
     if incomplete is not None:
         recs.append(incomplete)
     return tuple(recs)
@@ -177,7 +212,31 @@ def _share(a: Account, *names: str) -> str:
     return f"{_ratio(sum(a.ns(n) for n in names), a.wall_ns):.0%}"
 
 
+def _names(a: Account, *buckets: str) -> list[str]:
+    return [d.name for b in buckets if (bucket := a.bucket(b)) for d in bucket.details]
+
+
+def input_pipeline(a: Account) -> bool:
+    """Whether the trace shows a training input pipeline behind the thread's ``loading`` and
+    ``loader_wait``: DataLoader worker processes, or ranges named for input (``INPUT_WORDS``,
+    none of ``NOT_INPUT_WORDS``) that the time before the step's uploads ran in."""
+    if a.loader_processes:
+        return True
+    return any(
+        re.search(INPUT_WORDS, n) and not re.search(NOT_INPUT_WORDS, n)
+        for n in _names(a, "loading", "loader_wait")
+    )
+
+
+def _host_optimizer(a: Account) -> bool:
+    """The thread's code before its uploads is an optimizer step on the host (named so)."""
+    names = _names(a, "loading", "loader_wait")
+    return not input_pipeline(a) and bool(names) and bool(re.search(OPTIMIZER_WORDS, names[0]))
+
+
 def _loading(ev: Evidence, a: Account) -> Recommendation | None:
+    if not input_pipeline(a):
+        return None  # host work before an upload that is not the step's input: see _cpu
     own, wait = a.ns("loading"), a.ns("loader_wait")
     names = ("loading", "loader_wait")
     idle = f"the GPU sat idle {_ms(own + wait)} ({_share(a, *names)} of the step time) while"
@@ -211,6 +270,38 @@ def _loading(ev: Evidence, a: Account) -> Recommendation | None:
         reason,
         advice,
         loader_processes=a.loader_processes,
+        input_pipeline=(
+            f"{a.loader_processes} DataLoader worker processes"
+            if a.loader_processes
+            else "NVTX ranges named for input: " + ", ".join(_names(a, *names)[:3])
+        ),
+        bound="the loading fix removes at most this idle time (a loader that keeps up)",
+    )
+
+
+def _cpu_optimizer(ev: Evidence, a: Account) -> Recommendation | None:
+    if not _host_optimizer(a):
+        return None
+    names = ("loading", "loader_wait")
+    where = _names(a, *names)[0]
+    return _rec(
+        a,
+        "cpu_optimizer",
+        "Keep the optimizer on the GPU, or overlap its offloaded step",
+        names,
+        (
+            f"the GPU sat idle {_ms(a.ns('loading') + a.ns('loader_wait'))} "
+            f"({_share(a, *names)} of the step time) while the training thread ran an optimizer "
+            f"step on the host before uploading the weights ({_top(a, *names)})"
+        ),
+        (
+            f"run '{where}' on the GPU (torch.optim.AdamW(..., fused=True) on the model's own "
+            "parameters); where memory forces an offloaded optimizer, overlap it: the CPU step "
+            "of one bucket of parameters while the GPU computes the next (ZeRO-Offload), with "
+            "pinned buffers and non_blocking copies"
+        ),
+        range=where,
+        bound="at most this idle time: the step's GPU work stays",
     )
 
 
@@ -267,11 +358,15 @@ def _pinned(ev: Evidence, a: Account) -> Recommendation | None:
     )
 
 
+PINNED_HTOD = "memcpy HtoD Pinned"
+
+
 def _pipelining(ev: Evidence, a: Account) -> Recommendation | None:
     t = ev.transfers
-    bucket = "memcpy HtoD Pinned"
+    bucket = PINNED_HTOD
     if t is None or not a.ns(bucket):
         return None
+    hideable = a.hideable_ns.get(bucket, 0)
     return _rec(
         a,
         "stream_pipelining",
@@ -279,13 +374,58 @@ def _pipelining(ev: Evidence, a: Account) -> Recommendation | None:
         (bucket,),
         (
             f"{_ms(a.ns(bucket))} of pinned host-to-device copy time ran with no kernel "
-            f"running ({_share(a, bucket)} of the step time): copies and compute take turns"
+            f"running ({_share(a, bucket)} of the step time): copies and compute take turns; "
+            f"overlap can hide {_ms(hideable)} of it, as much compute as each step has"
         ),
         (
             "issue copies on a separate torch.cuda.Stream and make the compute stream "
             "wait_stream() on it, or wrap the loader in a CUDA prefetcher that copies batch N+1 "
             "while batch N computes"
         ),
+        saved=hideable,
+        bound="overlap hides a copy only under compute: per step, the lesser of the two",
+    )
+
+
+def _copy_bound(ev: Evidence, a: Account) -> Recommendation | None:
+    bucket = PINNED_HTOD
+    rest = a.ns(bucket) - a.hideable_ns.get(bucket, 0)
+    if rest <= 0:
+        return None
+    where = a.copy_ranges[0].name if a.copy_ranges else "(no NVTX range)"
+    weights = bool(re.search(WEIGHT_WORDS, where))
+    compute = a.ns("compute")
+    reason = (
+        f"{_ms(a.ns(bucket))} of host-to-device copies ran with no kernel running "
+        f"({_share(a, bucket)} of the step time) against {_ms(compute)} of compute: overlap can "
+        f"hide no more than the compute, so {_ms(rest)} is the copies' own; most issued in "
+        f"'{where}'"
+    )
+    if weights:
+        title = "Streaming weights in is copy-bound: move fewer bytes per pass"
+        advice = (
+            "more work per byte moved: larger batches per forward pass, the most used layers kept "
+            "resident on the GPU, weights in int8/fp8 (quantized) or bf16; no input-pipeline fix "
+            "applies"
+        )
+    else:
+        title = "The job is copy-bound: move fewer bytes"
+        advice = (
+            "keep the data on the GPU (it fits: cache it there once), send it compressed or in "
+            "lower precision (uint8 images, bf16 features) and convert on the GPU, or do the "
+            "preprocessing on the GPU from the raw data"
+        )
+    return _rec(
+        a,
+        "copy_bound",
+        title,
+        (bucket,),
+        reason,
+        advice,
+        saved=rest,
+        copy_range=where,
+        bound="copies removed (data resident on the GPU) save their exposed time beyond what "
+        "compute can hide; half the bytes save half of it",
     )
 
 
@@ -377,16 +517,21 @@ def _launch(ev: Evidence, a: Account) -> Recommendation | None:
 
 
 def _cpu(ev: Evidence, a: Account) -> Recommendation | None:
-    b = a.bucket("cpu")
-    where = b.details[0].name if b and b.details else "its code"
+    # With no input pipeline in the trace, the code before an upload is the thread's own work.
+    names = ("cpu",) if input_pipeline(a) or _host_optimizer(a) else ("cpu", "loading")
+    details = sorted(
+        (d for n in names if (b := a.bucket(n)) for d in b.details), key=lambda d: -d.ns
+    )
+    where = details[0].name if details else "its code"
+    idle = sum(a.ns(n) for n in names)
     return _rec(
         a,
         "cpu_overhead",
         "Move the training thread's own work off the critical path",
-        ("cpu",),
+        names,
         (
-            f"the GPU sat idle {_ms(a.ns('cpu'))} ({_share(a, 'cpu')} of the step time) while "
-            f"the training thread ran its own code, mostly in '{where}' ({_top(a, 'cpu')})"
+            f"the GPU sat idle {_ms(idle)} ({_share(a, *names)} of the step time) while "
+            f"the training thread ran its own code, mostly in '{where}' ({_top(a, *names)})"
         ),
         (
             f"make '{where}' cheaper or run it less often (every N steps, in another thread or "
@@ -482,6 +627,7 @@ def _communication(ev: Evidence, a: Account) -> Recommendation | None:
     wait_note = (
         f"; {_ms(waited)} of it waiting for {late[0].label} (see late_rank)" if waited else ""
     )
+    hideable = min(a.ns("communication") - waited, a.hideable_ns.get("communication", 0))
     return _rec(
         a,
         "exposed_communication",
@@ -502,11 +648,40 @@ def _communication(ev: Evidence, a: Account) -> Recommendation | None:
             "fewer, larger collectives. Part of the exposed time can be waiting for a slower "
             "rank: nsysprobe analyze on every rank's report names the rank that arrives last"
         ),
-        saved=a.ns("communication") - waited,
+        saved=hideable,
+        bound="overlap hides communication only under compute: per step, the lesser of the two",
         communication_ns=a.communication_ns,
         communication_overlapped_ns=a.communication_overlapped_ns,
         collectives=each,
         waiting_for_late_rank_ns=waited,
+    )
+
+
+def _communication_bound(ev: Evidence, a: Account) -> Recommendation | None:
+    waited, _ = _waited(ev, a)
+    exposed = a.ns("communication") - waited
+    rest = exposed - min(exposed, a.hideable_ns.get("communication", 0))
+    if rest <= 0:
+        return None
+    return _rec(
+        a,
+        "communication_bound",
+        "The job is communication-bound: move fewer bytes per sample",
+        ("communication",),
+        (
+            f"NCCL work ran {_ms(exposed)} with no compute kernel running "
+            f"({_share(a, 'communication')} of the step time) against {_ms(a.ns('compute'))} "
+            f"of compute: overlap can hide no more than the compute, so {_ms(rest)} is the "
+            "communication's own"
+        ),
+        (
+            "fewer bytes per sample: a larger batch per step (or gradient accumulation with "
+            "no_sync()), bf16 or compressed gradients (DDP comm hooks: bf16_compress_hook, "
+            "PowerSGD), fewer all-gathers (FSDP SHARD_GRAD_OP or HYBRID_SHARD), a faster "
+            "interconnect"
+        ),
+        saved=rest,
+        bound="communication removed saves its exposed time beyond what compute can hide",
     )
 
 
@@ -526,6 +701,52 @@ def _warmup(ev: Evidence, a: Account) -> Recommendation | None:
             "nsys profile --capture-range=cudaProfilerApi); CUDA_MODULE_LOADING=EAGER moves "
             "module loading to start-up"
         ),
+    )
+
+
+def _startup(a: Account) -> Recommendation | None:
+    """The start-up the account left out: a one-time cost, not a steady-state gain."""
+    if not a.startup_ns:
+        return None
+    k = a.startup_steps
+    share = _ratio(a.startup_ns, a.startup_ns + a.wall_ns)
+    parts = []
+    if a.startup_before_ns:
+        where = f" (in '{a.startup_range}', an NVTX range run once)" if a.startup_range else ""
+        stepped = not a.windows.startswith("equal windows")
+        first = "before the first step" if stepped else "at the start, before the windows"
+        parts.append(
+            f"GPU work {first}{where} spans {_ms(a.startup_before_ns)}: model "
+            "construction, weight upload or compilation"
+        )
+    if k:
+        first = "the first step" if k == 1 else f"the first {k} steps"
+        parts.append(
+            f"{first} took {_ms(a.startup_ns - a.startup_before_ns)}, each over "
+            f"{STARTUP_RATIO}x the longest of the {a.step_count} steps after (at most "
+            f"{_ms(a.steady_longest_ns)}): compilation, autotuning or lazy initialization"
+        )
+    what = "; ".join(parts) + f" ({share:.0%} of the captured time)"
+    return Recommendation(
+        id="startup_in_capture",
+        title="Start-up inside the capture: judged apart from the steady state",
+        reason=(f"{what}: not the steady state, which the rest of this report is about"),
+        expected_gain_ratio=0.0,
+        saved_ns=0,
+        advice=(
+            "start the capture after a few warm-up steps: torch.cuda.profiler.start() after "
+            "them with nsys profile --capture-range=cudaProfilerApi (what nsysprobe run uses)"
+        ),
+        evidence={
+            "account": f"process {a.pid}, GPU {a.device_id}",
+            "startup_steps": k,
+            "startup_range": a.startup_range,
+            "startup_ns": a.startup_ns,
+            "startup_before_steps_ns": a.startup_before_ns,
+            "steady_steps": a.step_count,
+            "steady_longest_ns": a.steady_longest_ns,
+        },
+        thresholds={"startup_ratio": STARTUP_RATIO},
     )
 
 
@@ -667,8 +888,10 @@ def _numa(ev: Evidence, a: Account) -> Recommendation | None:
 
 RULES = (
     _loading,
+    _cpu_optimizer,
     _pinned,
     _pipelining,
+    _copy_bound,
     _device_to_host,
     _host_sync,
     _allocator,
@@ -677,6 +900,7 @@ RULES = (
     _os,
     _late_rank,
     _communication,
+    _communication_bound,
     _warmup,
     _overhead,
     _other_idle,

@@ -116,6 +116,13 @@ def pace_lines(st) -> tuple[str, ...]:
     )
 
 
+def _steady_busy(st) -> str:
+    if not st.startup_steps:
+        return ""
+    first = "step" if st.startup_steps == 1 else f"{st.startup_steps} steps"
+    return f"; {pct(st.steady_busy_ratio)} after the first {first} (start-up)"
+
+
 def _steps(report: Report) -> Section | None:
     st = report.steps
     if st is None:
@@ -124,7 +131,8 @@ def _steps(report: Report) -> Section | None:
     notes = (
         f"step range '{st.range_pattern}' on {st.thread}",
         *pace_lines(st),
-        f"GPU busy {pct(st.gpu_busy_ratio)} of step time (union of GPU work in each step)",
+        f"GPU busy {pct(st.gpu_busy_ratio)} of step time (union of GPU work in each step)"
+        + _steady_busy(st),
         "children (CPU time in the step's range): "
         + (
             ", ".join(
@@ -174,6 +182,15 @@ def _account(report: Report) -> Section | None:
         f"median {ms(a.median_wall_ns)}; busy {pct(1 - a.idle_ratio)}, idle "
         f"{pct(a.idle_ratio)}; busy + idle = wall, each ns once",
     ]
+    if a.startup_ns:
+        first = "step" if a.startup_steps == 1 else f"{a.startup_steps} steps"
+        what = [f"the first {first}"] if a.startup_steps else []
+        if a.startup_before_ns:
+            what.insert(0, f"'{a.startup_range}'" if a.startup_range else "the work before")
+        notes.append(
+            f"left out of every figure here as start-up: {' and '.join(what)} "
+            f"({ms(a.startup_ns)}; see startup_in_capture)"
+        )
     if a.communication_ns:
         each = "; ".join(
             f"{c.name} x{c.count} {ms(c.total_ns)} ({ms(c.exposed_ns)} exposed)"
@@ -236,8 +253,9 @@ def _account_steps(report: Report) -> Section | None:
     for st in a.steps[:ACCOUNT_STEPS_SHOWN]:
         by = dict(st.buckets)
         nccl = (ms(st.communication_ns), ms(st.communication_overlapped_ns)) if comm else ()
+        name = f"{st.name} (start-up)" if st.startup else st.name
         rows.append(
-            (str(st.index), st.name, ms(st.wall_ns), ms(st.busy_ns), ms(st.idle_ns))
+            (str(st.index), name, ms(st.wall_ns), ms(st.busy_ns), ms(st.idle_ns))
             + tuple(ms(by.get(n, 0)) for n in top)
             + nccl
         )
@@ -247,10 +265,11 @@ def _account_steps(report: Report) -> Section | None:
         else "every bucket"
     )
     where = "every step's buckets are in the JSON"
-    if len(a.steps) < a.step_count:
+    total = a.step_count + a.startup_steps
+    if len(a.steps) < total:
         where = f"the JSON has the first {len(a.steps):,} steps' buckets"
     notes = [f"{buckets}; {where}"]
-    notes += shown(min(len(a.steps), ACCOUNT_STEPS_SHOWN), a.step_count, "steps", where)
+    notes += shown(min(len(a.steps), ACCOUNT_STEPS_SHOWN), total, "steps", where)
     if comm:
         notes.append(
             "NCCL: its work in the step, hidden: the part under compute kernels (the rest is "

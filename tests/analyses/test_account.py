@@ -15,15 +15,26 @@ Part 3 draws random timelines and checks conservation and the busy split cell by
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from independent import completion_windows
+from independent import (
+    GLOBAL_PID,
+    completion_windows,
+    fixed_windows,
+    gpu_ops,
+    inside,
+    intersect,
+    nccl_issued,
+    query,
+    startup_count,
+    union,
+)
+from independent import step_ranges as step_windows
 
 from nsysprobe import analyze as nsysprobe_analyze
 from nsysprobe.analyses import account as account_module
@@ -46,156 +57,11 @@ H200 = sorted(p.name for p in SAMPLE_TRACES.glob("h200_*.sqlite"))
 SHARED = ["nsysai_mfu_2gpu_before_nsys2026.2.sqlite", "cs336_h100_train_nsys2023.4.sqlite"]
 
 
-def sql(path: Path, query: str) -> list[tuple]:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute(query).fetchall()
-    finally:
-        db.close()
+def sql(path: Path, text: str) -> list[tuple]:
+    return query(path, text)
 
 
-def tables(path: Path) -> set[str]:
-    return {n for (n,) in sql(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-PID_SQL = "((globalPid >> 24) & 16777215)"
-VALID = "start IS NOT NULL AND end IS NOT NULL AND end >= start"
-
-
-def nccl_issued(path: Path) -> set[tuple[int, int]]:
-    """(pid, correlationId) of the CUDA calls made inside NCCL's NVTX ranges: ranges of the
-    process's domain named NCCL, or named ncclXxx."""
-    have = tables(path)
-    if not {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"} <= have:
-        return set()
-    rows = sql(
-        path,
-        "WITH dom AS (SELECT (globalTid >> 24) & 16777215 AS pid, domainId FROM NVTX_EVENTS "
-        "  WHERE eventType = 75 AND text = 'NCCL'), "
-        "r AS (SELECT n.globalTid, n.start, n.end FROM NVTX_EVENTS n "
-        "  LEFT JOIN StringIds s ON s.id = n.textId "
-        "  WHERE n.eventType IN (59, 60) AND n.end > n.start AND ("
-        "    coalesce(n.text, s.value) GLOB 'nccl[A-Z]*' OR EXISTS (SELECT 1 FROM dom "
-        "    WHERE dom.pid = (n.globalTid >> 24) & 16777215 AND dom.domainId = n.domainId))) "
-        "SELECT DISTINCT (c.globalTid >> 24) & 16777215, c.correlationId "
-        "FROM CUPTI_ACTIVITY_KIND_RUNTIME c JOIN r ON r.globalTid = c.globalTid "
-        "AND r.start <= c.start AND c.start < r.end",
-    )
-    return set(rows)
-
-
-def gpu_ops(path: Path) -> dict[tuple[int, int], dict[str, list[tuple[int, int]]]]:
-    """(pid, device) -> {"compute": non-NCCL kernels and graph replays, "nccl": NCCL kernels
-    and whatever NCCL's NVTX ranges issued, "other": copies and memsets}, each a list of
-    (start, end)."""
-    have = tables(path)
-    issued = nccl_issued(path)
-    out: dict[tuple[int, int], dict[str, list]] = {}
-
-    def add(pid, dev, kind, s, e):
-        out.setdefault((pid, dev), {"compute": [], "nccl": [], "other": []})[kind].append((s, e))
-
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in have:
-        rows = sql(
-            path,
-            f"SELECT {PID_SQL}, k.deviceId, k.start, k.end, s.value, k.correlationId "
-            f"FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.shortName "
-            f"WHERE {VALID}",
-        )
-        for pid, dev, s, e, name, corr in rows:
-            low = (name or "").lower()
-            nccl = (low.startswith("nccl") and "kernel" in low) or (pid, corr) in issued
-            add(pid, dev, "nccl" if nccl else "compute", s, e)
-    for table, kind in (
-        ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "compute"),
-        ("CUPTI_ACTIVITY_KIND_MEMCPY", "other"),
-        ("CUPTI_ACTIVITY_KIND_MEMSET", "other"),
-    ):
-        if table in have:
-            q = f"SELECT {PID_SQL}, deviceId, start, end, correlationId FROM {table} WHERE {VALID}"
-            for pid, dev, s, e, corr in sql(path, q):
-                add(pid, dev, "nccl" if (pid, corr) in issued else kind, s, e)
-    return out
-
-
-def union(intervals) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
-def intersect(a, b) -> list[tuple[int, int]]:
-    """Intersection of two disjoint sorted lists (a two-pointer sweep)."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if e > s:
-            out.append((s, e))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
-def inside(u, lo: int, hi: int) -> int:
-    """Length of disjoint sorted ``u`` within [lo, hi)."""
-    starts = [s for s, _ in u]
-    i = max(bisect_right(starts, lo) - 1, 0)
-    j = bisect_left(starts, hi)
-    return sum(max(0, min(e, hi) - max(s, lo)) for s, e in u[i:j])
-
-
-# Step ranges in the project's captures: the ladder's ``Batch N``, the workloads' ``step``,
-# ``step N``, ``train_step N``, ``iteration N``, ``forward N``.
-STEP_NAMES = (
-    "Batch [0-9]*",
-    "step",
-    "step [0-9]*",
-    "train_step [0-9]*",
-    "iteration [0-9]*",
-    "forward [0-9]*",
-)
-
-
-def step_windows(path: Path, pid: int | None = None) -> list[tuple[str, int, int]]:
-    """The top-level NVTX ranges with a step name on a main thread (tid == pid) of process
-    ``pid`` (any, when None), in time order; a range is top-level when no other range of its
-    thread encloses it."""
-    if "NVTX_EVENTS" not in tables(path):
-        return []
-    name = "coalesce(n.text, s.value)"
-    is_step = " OR ".join(f"{name} GLOB '{g}'" for g in STEP_NAMES)
-    rows = sql(
-        path,
-        f"SELECT {name}, n.start, n.end, n.globalTid, ({is_step}) "
-        "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
-        "WHERE n.eventType IN (59, 60) "
-        "AND (n.globalTid & 16777215) = ((n.globalTid >> 24) & 16777215) "
-        "ORDER BY n.globalTid, n.start, n.end DESC",
-    )
-    out, reach = [], {}
-    for name, s, e, tid, is_step in rows:
-        enclosed = reach.get(tid, -1) >= e
-        reach[tid] = max(reach.get(tid, -1), e)
-        if is_step and not enclosed and pid in (None, (tid >> 24) & 0xFFFFFF):
-            out.append((name, s, e))
-    return sorted(out, key=lambda r: r[1])
-
-
-def fixed_windows(ops) -> list[tuple[str, int, int]]:
-    """Ten equal windows over [first start, last end) of the account's GPU work: edge i at
-    lo + i * (hi - lo) // 10, so the last window ends at hi exactly."""
-    lo = min(s for kind in ops.values() for s, _ in kind)
-    hi = max(e for kind in ops.values() for _, e in kind)
-    edges = [lo + i * (hi - lo) // 10 for i in range(11)]
-    return [(f"window {i}", edges[i], edges[i + 1]) for i in range(10)]
+PID_SQL = GLOBAL_PID
 
 
 def real_trace(name: str) -> Path:
@@ -222,6 +88,16 @@ def test_account_conserves_time_and_matches_sql_busy(name):
         assert [(s.name, s.start_ns, s.wall_ns) for s in a.steps] == [
             (n, s, e - s) for n, s, e in windows
         ]
+        # Leading windows over 3x every later one are start-up: in no total of the account.
+        startup = startup_count([e - s for _, s, e in windows]) if ranges else 0
+        assert [s.startup for s in a.steps] == [i < startup for i in range(len(windows))]
+        assert a.startup_steps == startup
+        # And, with steps, the GPU work before the first one when it spans more than a step.
+        first_op = min(s for kind in mine.values() for s, _ in kind)
+        longest = max(e - s for _, s, e in windows[startup:])
+        before = windows[0][1] - first_op if ranges else 0
+        before = before if before > longest else 0
+        assert a.startup_ns == sum(e - s for _, s, e in windows[:startup]) + before
         overlapped = 0
         for step, (_, lo, hi) in zip(a.steps, windows):
             wall = hi - lo
@@ -235,12 +111,13 @@ def test_account_conserves_time_and_matches_sql_busy(name):
             assert buckets.get("communication", 0) == exposed
             assert step.communication_ns == inside(nccl, lo, hi)
             assert step.communication_overlapped_ns == inside(under, lo, hi)
-            overlapped += inside(under, lo, hi)
+            overlapped += 0 if step.startup else inside(under, lo, hi)
+        steady = windows[startup:]
         assert a.communication_overlapped_ns == overlapped
-        assert a.communication_ns == sum(inside(nccl, lo, hi) for _, lo, hi in windows)
-        assert a.wall_ns == sum(hi - lo for _, lo, hi in windows)
+        assert a.communication_ns == sum(inside(nccl, lo, hi) for _, lo, hi in steady)
+        assert a.wall_ns == sum(hi - lo for _, lo, hi in steady)
         assert sum(b.total_ns for b in a.buckets) == a.wall_ns
-        assert a.busy_ns == sum(inside(every, lo, hi) for _, lo, hi in windows)
+        assert a.busy_ns == sum(inside(every, lo, hi) for _, lo, hi in steady)
         assert a.busy_ns + a.idle_ns == a.wall_ns
 
 
