@@ -380,9 +380,22 @@ def fixed_windows(ops) -> list[tuple[str, int, int]]:
 
 
 def startup_count(walls: list[int], ratio: float = 3) -> int:
-    """Leading windows that are start-up: each longer than ``ratio`` times every window after
-    it, with at least two windows left (the issue's rule, written out as a loop)."""
-    k = 0
-    while k < len(walls) - 2 and all(walls[k] > ratio * w for w in walls[k + 1 :]):
-        k += 1
-    return k
+    """Leading windows that are start-up: the most k (at least two windows left) such that
+    each of the first k is longer than ``ratio`` times every window after them (the issue's
+    rule, written out as a loop)."""
+    best = 0
+    for k in range(1, len(walls) - 1):
+        if all(w > ratio * v for w in walls[:k] for v in walls[k:]):
+            best = k
+    return best
+
+
+def final_count(walls: list[int], startup: int, ratio: float = 3) -> int:
+    """Trailing windows that are one-time (a final checkpoint): the most f (at least two
+    windows left after the ``startup`` leading ones) such that each of the last f is longer
+    than ``ratio`` times every window between the start-up ones and them."""
+    rest, best = walls[startup:], 0
+    for f in range(1, len(rest) - 1):
+        if all(w > ratio * v for w in rest[-f:] for v in rest[:-f]):
+            best = f
+    return best

@@ -52,7 +52,7 @@ def test_pinned_gain_uses_the_assumed_rate_without_pinned_copies(rung):
     )
     # 6 pageable copies of 64 MiB in 40 ms each: at twice the rate they would take 20 ms
     assert rec.saved_ns == 6 * 20_000_000
-    assert rec.evidence["pinned_gbps_source"] == "assumed 2x the pageable rate"
+    assert rec.evidence["pinned_gbps_source"].startswith("assumed 2x the pageable rate (no pinned")
 
 
 def test_gpu_bound_leads_only_when_no_input_fix_reaches_the_threshold(rung):

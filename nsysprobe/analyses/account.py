@@ -88,18 +88,16 @@ from nsysprobe.analyses.events import (
 )
 from nsysprobe.analyses.gaps import LAUNCH_APIS, SLOW_LAUNCH_NS, SYNC_APIS, osrt_category
 from nsysprobe.analyses.steps import find_steps
-from nsysprobe.analyses.windows import StepWindows, startup_steps
+from nsysprobe.analyses.windows import STARTUP_WORDS, StepWindows, steady_steps
 from nsysprobe.common.table import Labels, Table, by_count, descending, ranked
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
 FIXED_WINDOWS = 10
-# Without steps, a top-level NVTX range of the process that occurs once, ends in the first half
-# of its GPU work and is named like start-up is start-up: the windows begin after it.
-STARTUP_WORDS = (
-    r"(?i)init|setup|set_up|build|construct|load.?(?:model|weights|checkpoint)|warm.?up|"
-    r"compile|prepare"
-)
+# Without steps, a top-level NVTX range of the thread driving the GPU that occurs once, leaves
+# at least ``STARTUP_LEAVES`` of the GPU work's span after it and is named like start-up is
+# start-up: the windows begin after it.
+STARTUP_LEAVES = 0.1
 # Idle shorter than this between back-to-back launches is the per-operation cost of issuing
 # work (framework dispatch plus the launch call): fixed by fewer launches, not by moving code.
 LAUNCH_GAP_NS = 100_000
@@ -201,6 +199,29 @@ class AccountStep:
     communication_ns: int = 0  # NCCL work in the step (union), hidden or not
     communication_overlapped_ns: int = 0  # the part under compute kernels
     startup: bool = False  # a start-up step: in no total of the account (``STARTUP_RATIO``)
+    final: bool = False  # a one-time final step (a last checkpoint): in no total either
+
+
+@dataclass(frozen=True)
+class HtodCopies:
+    """The steady steps' host-to-device copies by host memory: the pageable ones, and the
+    pinned ones of a like size (``LIKE_SIZE``, ``LINK_BOUND_BYTES``), whose rate is what
+    pinning would give those (a small copy's rate is its latency's, not the link's)."""
+
+    steps_with_copy: int = 0  # steady steps in which a host-to-device copy starts
+    pageable_count: int = 0
+    pageable_bytes: int = 0
+    pageable_ns: int = 0
+    pinned_like_count: int = 0
+    pinned_like_bytes: int = 0
+    pinned_like_ns: int = 0
+
+
+# Pinned copies within this factor of the pageable copies' median size time what pinning
+# would give them; so do any two copies of at least ``LINK_BOUND_BYTES``, whose time is the
+# link's rate, not the per-copy latency (8 MiB take ~160 us at 50 GB/s, ~10 us of it latency).
+LIKE_SIZE = 2
+LINK_BOUND_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -238,6 +259,10 @@ class Account:
     # their wall time; the steps they are set against: the longest of the others.
     startup_steps: int = 0
     startup_ns: int = 0
+    # Trailing steps as many times longer than every steady step (a final checkpoint or
+    # evaluation): one-time too, left out of every total the same way.
+    final_steps: int = 0
+    final_ns: int = 0
     steady_longest_ns: int = 0
     # GPU work before the first window that is start-up: without steps, a one-time range
     # named like it (``STARTUP_WORDS``) ended there; with steps, the work before the first
@@ -246,10 +271,12 @@ class Account:
     startup_before_ns: int = 0
     startup_range: str = ""
     # Per busy kind that compute could hide (copies, communication): the most of it that
-    # overlap could hide, step by step the lesser of its time and the step's compute time.
+    # overlap could hide, step by step the lesser of its exposed time and the step's compute
+    # time not already running under that kind's work.
     hideable_ns: dict[str, int] = field(default_factory=dict)
     # The steady steps' host-to-device copy time by the NVTX range its call was issued in.
     copy_ranges: tuple[Detail, ...] = ()
+    htod: HtodCopies = field(default_factory=HtodCopies)
 
     def bucket(self, name: str) -> Bucket | None:
         return next((b for b in self.buckets if b.name == name), None)
@@ -360,6 +387,7 @@ class _ProcessDevice:
             steps = None  # none of this GPU work falls in a step: the steps are another's
         self.steps = steps
         self.step_thread = steps.thread if steps is not None else None
+        self.runtime = self._runtime()
         first = int(self.ops["start"][0]) if len(self.ops) else 0
         if steps is not None and steps.count:
             self.win_s, self.win_e = steps.start, steps.end
@@ -377,32 +405,40 @@ class _ProcessDevice:
             self.windows = "equal windows over the GPU work, no step range"
             self.before_ns = max(0, begin - first) if len(self.ops) else 0
         stepped = steps is not None and steps.count
-        self.startup = startup_steps(self.win_e - self.win_s) if stepped else 0
-        self.runtime = self._runtime()
+        wall = self.win_e - self.win_s
+        # The steady steps; the start-up ones before them and one-time final ones after.
+        self.steady = steady_steps(wall) if stepped else slice(0, wall.size)
+        self.startup = self.steady.start
 
     def _once_range(self, before: int | None, named: bool) -> tuple[str, int]:
-        """A top-level range of the process that occurs once and ends after its first GPU
-        operation, by ``before`` (default: half-way through its GPU work), named like
-        start-up (``STARTUP_WORDS``) when ``named``: its name and end, the latest such, or
-        ("", the first operation's start)."""
+        """A top-level range of the thread driving the GPU (``_home_thread``) that ends after
+        the first GPU operation, by ``before`` (default: with ``STARTUP_LEAVES`` of the GPU
+        work's span after it): when ``named``, named like start-up (``STARTUP_WORDS``), all
+        its occurrences over by then; else one that occurs once. Its name and end, the latest
+        such, or ("", the first operation's start)."""
         ops = self.ops
         first = int(ops["start"][0]) if len(ops) else 0
         nv, top = self.ev.nvtx, self.ev.nvtx_top_level
         if not len(ops) or not len(nv):
             return "", first
-        mine = np.flatnonzero(top & (pid_of(nv["globalTid"]) == self.pid))
+        mine = np.flatnonzero(top & (nv["globalTid"] == self._home_thread()))
         if not mine.size:
             return "", first
-        half = first + (int(self.ops["end"].max()) - first) // 2
+        span = int(self.ops["end"].max()) - first
+        half = first + int(span * (1 - STARTUP_LEAVES))
         codes = nv["pattern"].codes[mine]
-        once = np.bincount(codes, minlength=len(nv["pattern"].categories))[codes] == 1
         cats = nv["pattern"].categories
-        if named:
-            once &= np.array([bool(re.search(STARTUP_WORDS, str(cats[c]))) for c in codes])
         ends = nv["end"][mine]
-        pick = np.flatnonzero(
-            once & (ends > first) & (ends <= (half if before is None else before))
-        )
+        by = half if before is None else before
+        if named:
+            # Named like start-up, any number of times ('init_model' for a teacher and a
+            # student), every one of them over by then.
+            late = np.bincount(codes, weights=ends > by, minlength=len(cats))[codes] > 0
+            words = np.array([bool(re.search(STARTUP_WORDS, str(cats[c]))) for c in codes])
+            chosen = words & ~late
+        else:
+            chosen = np.bincount(codes, minlength=len(cats))[codes] == 1
+        pick = np.flatnonzero(chosen & (ends > first) & (ends <= by))
         if not pick.size:
             return "", first
         last = pick[np.argmax(ends[pick])]
@@ -412,16 +448,10 @@ class _ProcessDevice:
         """The steady steps' host-to-device copy time by the innermost NVTX range (numbers
         masked) on the thread of the call that issued each copy, largest first."""
         ops, rt, nv = self.ops, self.runtime, self.ev.nvtx
-        names = ops["copy"].categories.tolist()
-        if "HtoD" not in names or not self.win_s.size:
-            return ()
-        lo, hi = self.win_s[min(self.startup, self.win_s.size - 1)], self.win_e[-1]
-        start = ops["start"]
-        htod = ops["copy"].codes == names.index("HtoD")
-        sel = np.flatnonzero(htod & (start >= lo) & (start < hi))
+        sel = self._steady_htod()
         if not sel.size:
             return ()
-        dur = ops["end"][sel] - start[sel]
+        dur = ops["end"][sel] - ops["start"][sel]
         call = self._op_calls[sel]
         where = np.full(sel.size, NO_RANGE, dtype=object)
         known = np.flatnonzero(call >= 0)
@@ -437,6 +467,42 @@ class _ProcessDevice:
             totals[name] = totals.get(name, 0) + int(ns)
         ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:DETAILS_LISTED]
         return tuple(Detail(name, ns) for name, ns in ranked)
+
+    def _steady_htod(self) -> np.ndarray:
+        """Rows of ``ops``: the host-to-device copies that start in the steady steps."""
+        ops = self.ops
+        names = ops["copy"].categories.tolist()
+        if "HtoD" not in names or not self.win_s.size:
+            return np.empty(0, np.int64)
+        lo, hi = self.win_s[self.steady][0], self.win_e[self.steady][-1]
+        start = ops["start"]
+        htod = ops["copy"].codes == names.index("HtoD")
+        return np.flatnonzero(htod & (start >= lo) & (start < hi))
+
+    def _htod_copies(self) -> HtodCopies:
+        sel = self._steady_htod()
+        kinds = self.ops["kind"]
+        kind = label_at(kinds, sel) if sel.size else np.empty(0, object)
+        nbytes = self.ops["bytes"][sel]
+        dur = self.ops["end"][sel] - self.ops["start"][sel]
+        pageable = kind == "memcpy HtoD Pageable"
+        step = np.searchsorted(self.win_s, self.ops["start"][sel], side="right") - 1
+        with_copy = int(np.unique(step).size)
+        if not pageable.any():
+            return HtodCopies(steps_with_copy=with_copy)
+        median = float(np.median(nbytes[pageable]))
+        within = (nbytes * LIKE_SIZE >= median) & (nbytes <= median * LIKE_SIZE)
+        link_bound = (nbytes >= LINK_BOUND_BYTES) & (median >= LINK_BOUND_BYTES)
+        like = (kind == "memcpy HtoD Pinned") & (within | link_bound)
+        return HtodCopies(
+            steps_with_copy=with_copy,
+            pageable_count=int(pageable.sum()),
+            pageable_bytes=int(nbytes[pageable].sum()),
+            pageable_ns=int(dur[pageable].sum()),
+            pinned_like_count=int(like.sum()),
+            pinned_like_bytes=int(nbytes[like].sum()),
+            pinned_like_ns=int(dur[like].sum()),
+        )
 
     def _any_work_in(self, steps: StepWindows) -> bool:
         """Does any of the process's GPU work on the device overlap the steps' windows (from
@@ -600,6 +666,7 @@ class _ProcessDevice:
         # the compute layer; the others are dropped now (the millions of intervals of a
         # kernel-heavy capture).
         layers = dict(zip(busy_names, layers))
+        free = self._compute_free(layers)
         empty = iv.union([], [])
         comm = layers.get(COMMUNICATION, empty)
         layers = {
@@ -629,7 +696,32 @@ class _ProcessDevice:
             layers,
             busy_names,
             readback_bytes,
+            free,
         )
+
+    def _per_window(self, u: iv.Intervals) -> np.ndarray:
+        """The time of disjoint sorted intervals ``u`` in each window."""
+        s, e, _, holder = iv.split_by(u[0], u[1], (self.win_s, self.win_e))
+        inside = holder >= 0
+        return np.bincount(
+            holder[inside], weights=(e - s)[inside], minlength=self.win_s.size
+        ).astype(np.int64)
+
+    def _compute_free(self, layers: dict[str, iv.Intervals]) -> dict[str, np.ndarray]:
+        """Per kind of work that compute could hide (copies, communication): in each window,
+        the compute time not already running under that kind's work, all that overlapping
+        could still put under it (the step cannot drop below the longer of the two)."""
+        compute = layers.get(COMPUTE)
+        if compute is None or not compute[0].size:
+            return {}
+        comp_w = self._per_window(compute)
+        out = {}
+        for name, u in layers.items():
+            if name in (COMPUTE, MEMSET) or not u[0].size:
+                continue
+            both = comp_w + self._per_window(u) - self._per_window(iv.union_of([compute, u]))
+            out[name] = comp_w - both
+        return out
 
     def _sum_into(self, table, details, s, e, bucket, detail, texts) -> None:
         """Add the pieces [s, e) (disjoint, sorted) of ``bucket`` to ``table`` (window x
@@ -652,7 +744,8 @@ class _ProcessDevice:
         if detail is None:
             return
         codes = detail[origin]
-        named = (codes >= 0) & (w >= self.startup)  # the steady steps' details only
+        steady = (w >= self.steady.start) & (w < self.steady.stop)
+        named = (codes >= 0) & steady  # the steady steps' details only
         if not named.any():
             return
         n_t = len(texts.texts)
@@ -663,10 +756,12 @@ class _ProcessDevice:
             name = texts.texts[text]
             details[(b, name)] = details.get((b, name), 0) + int(sums[k])
 
-    def _result(self, labels, n_busy, table, wall, details, layers, busy_names, rb) -> Account:
+    def _result(
+        self, labels, n_busy, table, wall, details, layers, busy_names, rb, free
+    ) -> Account:
         # Every total is the steady steps': the start-up steps are listed, and counted apart.
-        k = self.startup
-        steady, steady_wall = table[k:], wall[k:]
+        k, sl = self.startup, self.steady
+        steady, steady_wall = table[sl], wall[sl]
         total_wall = int(steady_wall.sum())
         longest = int(steady_wall.max()) if steady_wall.size else 0
         # Unstepped, the named range's span is start-up; stepped, work before the first step
@@ -691,9 +786,9 @@ class _ProcessDevice:
             )
         buckets.sort(key=lambda x: (x.kind != "busy", -x.total_ns))
         busy_total = int(steady[:, :n_busy].sum())
-        compute = steady[:, labels.index(COMPUTE)] if COMPUTE in labels[:n_busy] else 0
+        # Overlap hides exposed work only under compute not already running under it.
         hideable = {
-            name: int(np.minimum(steady[:, b], compute).sum())
+            name: int(np.minimum(steady[:, b], free[name][sl]).sum()) if name in free else 0
             for b, name in enumerate(labels[:n_busy])
             if name not in (COMPUTE, MEMSET) and steady[:, b].any()
         }
@@ -710,12 +805,12 @@ class _ProcessDevice:
                 holder[inside], weights=(e - s)[inside], minlength=wall.size
             ).astype(np.int64)
             exposed_w = table[:, labels.index(COMMUNICATION)]
-            comm_ns, overlapped = int(comm_w[k:].sum()), int((comm_w - exposed_w)[k:].sum())
+            comm_ns, overlapped = int(comm_w[sl].sum()), int((comm_w - exposed_w)[sl].sum())
             ops = self.ops
             mine = ops["kind"] == COMMUNICATION
             c_s, c_e = ops["start"][mine], ops["end"][mine]
             c_n = label_at(ops["coll"], np.flatnonzero(mine))
-            steady_windows = (self.win_s[k:], self.win_e[k:])
+            steady_windows = (self.win_s[sl], self.win_e[sl])
             collectives = summarize(c_s, c_e, c_n, layers[COMPUTE], steady_windows)
             comm_ops = CommunicationOps(
                 c_s,
@@ -740,6 +835,7 @@ class _ProcessDevice:
                 communication_ns=int(comm_w[i]),
                 communication_overlapped_ns=int(comm_w[i] - exposed_w[i]),
                 startup=i < k,
+                final=i >= sl.stop,
             )
             for i in range(min(wall.size, STEP_ROWS_LISTED))
         )
@@ -768,10 +864,13 @@ class _ProcessDevice:
             communication_ops=comm_ops,
             startup_steps=k,
             startup_ns=int(wall[:k].sum()) + before,
+            final_steps=int(wall.size - sl.stop),
+            final_ns=int(wall[sl.stop :].sum()),
             startup_before_ns=before,
             steady_longest_ns=longest,
             hideable_ns=hideable,
             copy_ranges=self._copy_ranges(),
+            htod=self._htod_copies(),
             startup_range=self.startup_range if before else "",
         )
 
@@ -1001,8 +1100,8 @@ class _ProcessDevice:
             drain_detail[at] = texts.codes(
                 _joined(_one("after", at.size), (drain_api[at], api_names), " {}")
             )
-            k = self.startup  # the steady steps' read-backs only
-            in_window = iv.overlaps_any(s, e, (self.win_s[k:], self.win_e[k:]))
+            sl = self.steady  # the steady steps' read-backs only
+            in_window = iv.overlaps_any(s, e, (self.win_s[sl], self.win_e[sl]))
             return SimpleNamespace(
                 n=m,
                 first=first,

@@ -28,7 +28,7 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, grouped_in_blocks, range_pattern, top_level
-from nsysprobe.analyses.windows import Pace, StepWindows, pace, project
+from nsysprobe.analyses.windows import STARTUP_WORDS, Pace, StepWindows, pace, project
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
@@ -238,6 +238,13 @@ def _choose_pattern(tops: Table, step_range: str | None, rows=None) -> str | Non
         return None
     patterns = table["pattern"].tolist()
     step_word = np.array([bool(re.search(_STEP_WORD, p)) for p in patterns])
+    # Start-up work that repeats ('init_model' for a teacher and a student) is not a step.
+    startup = np.array([bool(re.search(STARTUP_WORDS, p)) for p in patterns]) & ~step_word
+    if startup.all():
+        return None
+    table = table.take(~startup)
+    patterns = table["pattern"].tolist()
+    step_word = step_word[~startup]
     training = np.array([not re.search(_EVAL_WORD, p) for p in patterns])
     numbered = np.array(["#" in p for p in patterns])
     # The first of the table's order (pattern, thread) among the best: a stable sort.

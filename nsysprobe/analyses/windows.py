@@ -35,7 +35,7 @@ the rate without it is reported too.
 more waits for the CPU; less, it sets the pace. *CPU ahead by N steps*: the median over steps
 of how many later steps' CPU ranges had ended (their work all queued) when the step completed
 (none: lock step). Start-up steps (leading steps over ``STARTUP_RATIO`` times longer than
-every step after them) are left out of both.
+every step after them) and one-time final steps (the same, at the end) are left out of both.
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ GPU_WAITS_IDLE_RATIO = 0.10
 # (compilation, autotuning, lazy initialization in the first steps of a capture): reported
 # apart, never as the steady state's cause or pace.
 STARTUP_RATIO = 3
+# What names one-time start-up work (a range of these names is never the steps' range unless
+# it also names a step, and without steps one run once is start-up).
+STARTUP_WORDS = (
+    r"(?i)init|setup|set_up|build|construct|load.?(?:model|weights|checkpoint)|warm.?up|"
+    r"compile|prepare"
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,8 @@ class Pace:
     gpu_lag_ns: int  # median over steps of how long the GPU ran the step after its CPU range
     paced_by: str  # "gpu" (CPU ahead or in lock step, the GPU busy) or "cpu" (the GPU waits)
     startup_steps: int  # leading start-up steps, out of the pace (``startup_steps``)
-    steady_busy_ratio: float  # GPU busy over the steps after them
+    final_steps: int  # trailing one-time steps, out of it too (``final_steps``)
+    steady_busy_ratio: float  # GPU busy over the steady steps (``steady_steps``)
     note: str  # one line: "CPU ahead by 14 steps (median; up to 19): the GPU sets the pace ..."
 
 
@@ -153,16 +160,30 @@ def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWin
 
 
 def startup_steps(wall: np.ndarray) -> int:
-    """How many leading steps are start-up: each ``STARTUP_RATIO`` times longer than every
-    step after it; at least two steps are left to the steady state."""
+    """How many leading steps are start-up: the most that are each ``STARTUP_RATIO`` times
+    longer than every step after them (a compilation, then a recompilation, both count); at
+    least two steps are left to the steady state."""
     n = wall.size
     if n < 3:
         return 0
-    later = np.maximum.accumulate(wall[::-1])[::-1]  # later[i]: the longest of wall[i:]
-    k = 0
-    while k < n - 2 and wall[k] > STARTUP_RATIO * later[k + 1]:
-        k += 1
-    return k
+    first_min = np.minimum.accumulate(wall)[: n - 2]  # first_min[k - 1]: shortest of wall[:k]
+    later_max = np.maximum.accumulate(wall[::-1])[::-1][1 : n - 1]  # longest of wall[k:]
+    ok = np.flatnonzero(first_min > STARTUP_RATIO * later_max)
+    return int(ok[-1]) + 1 if ok.size else 0
+
+
+def final_steps(wall: np.ndarray, startup: int) -> int:
+    """How many trailing steps are one-time (a final checkpoint or evaluation): the most that
+    are each ``STARTUP_RATIO`` times longer than every step between the ``startup`` leading
+    ones and them; at least two steps are left to the steady state."""
+    return startup_steps(wall[startup:][::-1])  # the same rule, the last step first
+
+
+def steady_steps(wall: np.ndarray) -> slice:
+    """The steps of the steady state: all but the leading start-up and the trailing one-time
+    steps (``startup_steps``, ``final_steps``)."""
+    k = startup_steps(wall)
+    return slice(k, wall.size - final_steps(wall, k))
 
 
 def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
@@ -184,8 +205,10 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
     ahead = np.clip(queued - np.arange(1, n + 1), 0, None)
     has_work = windows.gpu_ops > 0
     # Which side sets the pace is a question about the steady state: start-up steps apart.
-    startup = startup_steps(wall)
-    steady_from = np.arange(n) >= startup
+    kept = steady_steps(wall)
+    startup = kept.start
+    steady_from = np.zeros(n, dtype=bool)
+    steady_from[kept] = True
     both = has_work & steady_from
     lag = np.clip(windows.gpu_end[both] - windows.cpu_end[both], 0, None)
     ahead = ahead[steady_from]
@@ -223,6 +246,7 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
         gpu_lag_ns=int(np.median(lag)) if lag.size else 0,
         paced_by=paced_by,
         startup_steps=startup,
+        final_steps=n - kept.stop,
         steady_busy_ratio=1 - idle_ratio,
         note=note,
     )

@@ -20,9 +20,10 @@ time; no step drops below its GPU work. The ids are stable, so scripts can rely 
     stream_pipelining      pinned host-to-device copies with no kernel running, as much of
                            them as the step's compute can hide: copy batch N+1 on a side
                            stream while batch N computes
-    copy_bound             the rest of those copies, more than compute can hide: move fewer
-                           bytes (data kept on the GPU, compressed or in lower precision; for
-                           weights streamed in, larger batches, resident or quantized weights)
+    copy_bound             the rest of those copies (and of pageable ones once pinned), more
+                           than compute can hide: move fewer bytes (data kept on the GPU,
+                           compressed or in lower precision; for weights streamed in, larger
+                           batches, resident or quantized weights)
     device_to_host         large device-to-host read-backs that drain the GPU, with the
                            host work after them, and the exposed device-to-host copy time
     host_sync              synchronizations (and small read-backs such as ``.item()``) that
@@ -45,8 +46,9 @@ time; no step drops below its GPU work. The ids are stable, so scripts can rely 
                            (compilation, autotuning, lazy initialization), and GPU work before
                            the first step (or a one-time range named like start-up, without
                            steps) that spans more than a step (model construction, weight
-                           upload): counted apart from the steady state every other rule
-                           reads, at its cost, with the capture-range fix
+                           upload), and trailing steps as long (a final checkpoint): counted
+                           apart from the steady state every other rule reads, at their cost,
+                           with the capture-range fix
     profiler_overhead      nsys's own overhead: the measurement, not the workload
     gpu_idle               idle with no canned fix (work queued but started late, other CUDA
                            calls), or idle spread over causes none of which reaches its floor
@@ -94,13 +96,17 @@ PINNED_SPEEDUP_ASSUMED = 2.0
 NUMA_TIME_SAVED_WHEN_REMOTE = 1 - 1.04 / 1.24
 # What names a training input pipeline (the NVTX ranges the thread's loading ran in), and what
 # rules a name out however it reads (model weights, an optimizer, start-up, checkpoints).
-INPUT_WORDS = r"(?i)batch|data|loader|input|fetch|sample|collate|\bnext\b|\bread"
+INPUT_WORDS = (
+    r"(?i)(?<![a-z])(?:batch|data|dataset|loader|input|fetch|samples?|collate|next|read|"
+    r"load|preprocess|augment|transform|tokeni[sz]e|decode_(?:image|jpeg|audio))(?![a-z])"
+)
 NOT_INPUT_WORDS = (
-    r"(?i)weight|param|optim|adam|sgd|lamb|grad|model|init|setup|ckpt|checkpoint|save|_w#|\bw#"
+    r"(?i)weight|param|optim|adam|sgd|lamb|grad|model|init|setup|ckpt|checkpoint|save|_w#|\bw#|"
+    r"next_token|logit|generat"
 )
 OPTIMIZER_WORDS = r"(?i)optim|adam|sgd|lamb|lion|shampoo|\bstep\b.*param"
 # What names weights streamed to the GPU (the ranges their copies were issued in).
-WEIGHT_WORDS = r"(?i)weight|param|offload|layer|_w#|\bw#|shard"
+WEIGHT_WORDS = r"(?i)weight|param|offload|layer|_w#|\bw#|shard|quantiz"
 
 
 @dataclass(frozen=True)
@@ -218,14 +224,42 @@ def _names(a: Account, *buckets: str) -> list[str]:
 
 def input_pipeline(a: Account) -> bool:
     """Whether the trace shows a training input pipeline behind the thread's ``loading`` and
-    ``loader_wait``: DataLoader worker processes, or ranges named for input (``INPUT_WORDS``,
-    none of ``NOT_INPUT_WORDS``) that the time before the step's uploads ran in."""
+    ``loader_wait``: DataLoader worker processes; else the NVTX ranges the loading ran in,
+    by time, mostly named for input (``INPUT_WORDS``, none of ``NOT_INPUT_WORDS``) and not
+    mostly for something else; else, with neither, the step's input copy: every steady step
+    uploads, from a range not named for weights or an optimizer."""
     if a.loader_processes:
         return True
-    return any(
-        re.search(INPUT_WORDS, n) and not re.search(NOT_INPUT_WORDS, n)
-        for n in _names(a, "loading", "loader_wait")
-    )
+    b = a.bucket("loading")
+    details = b.details if b else ()
+    named = sum(d.ns for d in details)
+    inputs = sum(d.ns for d in details if _input_name(d.name))
+    other = sum(d.ns for d in details if _other_name(d.name))
+    if named and 2 * inputs >= named:
+        return True
+    if named and 2 * other >= named:
+        return False
+    where = a.copy_ranges[0].name if a.copy_ranges else ""
+    return bool(a.step_count and a.htod.steps_with_copy >= a.step_count and not _other_name(where))
+
+
+def _pipeline_evidence(a: Account) -> str:
+    if a.loader_processes:
+        return f"{a.loader_processes} DataLoader worker processes"
+    b = a.bucket("loading")
+    inputs = [d.name for d in (b.details if b else ()) if _input_name(d.name)]
+    if inputs:
+        return "NVTX ranges named for input: " + ", ".join(inputs[:3])
+    return f"an input copy in each of the {a.step_count} steps"
+
+
+def _other_name(name: str) -> bool:
+    """Named for model weights, an optimizer, start-up or checkpoints: not the input."""
+    return bool(re.search(NOT_INPUT_WORDS, name) or re.search(WEIGHT_WORDS, name))
+
+
+def _input_name(name: str) -> bool:
+    return bool(re.search(INPUT_WORDS, name)) and not _other_name(name)
 
 
 def _host_optimizer(a: Account) -> bool:
@@ -270,11 +304,7 @@ def _loading(ev: Evidence, a: Account) -> Recommendation | None:
         reason,
         advice,
         loader_processes=a.loader_processes,
-        input_pipeline=(
-            f"{a.loader_processes} DataLoader worker processes"
-            if a.loader_processes
-            else "NVTX ranges named for input: " + ", ".join(_names(a, *names)[:3])
-        ),
+        input_pipeline=_pipeline_evidence(a),
         bound="the loading fix removes at most this idle time (a loader that keeps up)",
     )
 
@@ -309,24 +339,40 @@ PAGEABLE_HTOD = "memcpy HtoD Pageable"
 
 
 def _pinned_applies(ev: Evidence, a: Account) -> bool:
-    t = ev.transfers
-    return bool(t is not None and t.pageable_htod_count and a.ns(PAGEABLE_HTOD))
+    return bool(a.htod.pageable_count and a.ns(PAGEABLE_HTOD))
+
+
+def _pinned_rates(a: Account) -> tuple[float, float, str]:
+    """The pageable copies' rate, the rate pinning would give them (GB/s), and its source."""
+    c = a.htod
+    pageable_gbps = c.pageable_bytes / c.pageable_ns if c.pageable_ns else 0.0
+    if c.pinned_like_ns:
+        pinned_gbps = c.pinned_like_bytes / c.pinned_like_ns
+        source = (
+            f"measured on {c.pinned_like_count} pinned copies of a like size in the steady steps"
+        )
+    else:
+        pinned_gbps = pageable_gbps * PINNED_SPEEDUP_ASSUMED
+        source = (
+            f"assumed {PINNED_SPEEDUP_ASSUMED:g}x the pageable rate (no pinned copy of a like "
+            "size in the steady steps)"
+        )
+    return pageable_gbps, max(pinned_gbps, pageable_gbps), source
+
+
+def _pinned_kept(a: Account) -> float:
+    """The share of the pageable copies' time that stays once they are pinned."""
+    pageable_gbps, pinned_gbps, _ = _pinned_rates(a)
+    return pageable_gbps / pinned_gbps if pinned_gbps else 1.0
 
 
 def _pinned(ev: Evidence, a: Account) -> Recommendation | None:
-    t = ev.transfers
     if not _pinned_applies(ev, a):
         return None
-    bucket = PAGEABLE_HTOD
-    mean_bytes = t.pageable_htod_bytes / t.pageable_htod_count
-    pageable_gbps = t.pageable_htod_bytes / t.pageable_htod_ns if t.pageable_htod_ns else 0.0
-    if t.pinned_htod_gbps:
-        pinned_gbps, source = t.pinned_htod_gbps, "measured on pinned copies in this trace"
-    else:
-        pinned_gbps = pageable_gbps * PINNED_SPEEDUP_ASSUMED
-        source = f"assumed {PINNED_SPEEDUP_ASSUMED:g}x the pageable rate"
-    pinned_gbps = max(pinned_gbps, pageable_gbps)
-    kept = pageable_gbps / pinned_gbps if pinned_gbps else 1.0
+    bucket, c = PAGEABLE_HTOD, a.htod
+    mean_bytes = c.pageable_bytes / c.pageable_count
+    pageable_gbps, pinned_gbps, source = _pinned_rates(a)
+    kept = _pinned_kept(a)
     # The exposed copy time shrinks to the pinned rate's share; the blocking goes.
     saved = a.ns(bucket) * (1 - kept) + a.ns("blocking_copy")
     small = mean_bytes < MIN_COPY_BYTES
@@ -336,10 +382,11 @@ def _pinned(ev: Evidence, a: Account) -> Recommendation | None:
         "Pin host memory and copy with non_blocking=True",
         (bucket, "blocking_copy"),
         (
-            f"{t.pageable_htod_count} host-to-device copies ({t.pageable_htod_bytes / 1e9:.2f} "
-            f"GB, {mean_bytes / 1e6:.2f} MB each on average) came from pageable memory at "
-            f"{pageable_gbps:.1f} GB/s; {_ms(a.ns(bucket))} of copy time ran with no kernel "
-            f"({_share(a, bucket)} of the step time) and the thread was blocked in them"
+            f"{c.pageable_count} host-to-device copies ({c.pageable_bytes / 1e9:.2f} GB, "
+            f"{mean_bytes / 1e6:.2f} MB each on average) came from pageable memory at "
+            f"{pageable_gbps:.1f} GB/s against {pinned_gbps:.1f} GB/s pinned ({source}); "
+            f"{_ms(a.ns(bucket))} of copy time ran with no kernel ({_share(a, bucket)} of the "
+            f"step time) and the thread was blocked in them"
         ),
         (
             "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); pinned "
@@ -350,6 +397,7 @@ def _pinned(ev: Evidence, a: Account) -> Recommendation | None:
                 else ""
             )
         ),
+        bound="the exposed pageable copies shrink to the pinned rate; the blocking goes",
         saved=saved,
         pageable_gbps=round(pageable_gbps, 3),
         pinned_gbps=round(pinned_gbps, 3),
@@ -375,7 +423,8 @@ def _pipelining(ev: Evidence, a: Account) -> Recommendation | None:
         (
             f"{_ms(a.ns(bucket))} of pinned host-to-device copy time ran with no kernel "
             f"running ({_share(a, bucket)} of the step time): copies and compute take turns; "
-            f"overlap can hide {_ms(hideable)} of it, as much compute as each step has"
+            f"overlap can hide {_ms(hideable)} of it, the compute each step has that does "
+            "not already run under copies"
         ),
         (
             "issue copies on a separate torch.cuda.Stream and make the compute stream "
@@ -383,23 +432,31 @@ def _pipelining(ev: Evidence, a: Account) -> Recommendation | None:
             "while batch N computes"
         ),
         saved=hideable,
-        bound="overlap hides a copy only under compute: per step, the lesser of the two",
+        bound="overlap hides a copy only under compute: per step, the lesser of the exposed "
+        "copies and the compute not already under copies",
     )
 
 
 def _copy_bound(ev: Evidence, a: Account) -> Recommendation | None:
-    bucket = PINNED_HTOD
-    rest = a.ns(bucket) - a.hideable_ns.get(bucket, 0)
+    # Pinned copies beyond what compute can hide; pageable ones, once pinned (the rest of
+    # their time: pinned_memory takes the part pinning saves), beyond the same.
+    pinned = a.ns(PINNED_HTOD) - a.hideable_ns.get(PINNED_HTOD, 0)
+    pageable = 0.0
+    if _pinned_applies(ev, a):
+        pageable = a.ns(PAGEABLE_HTOD) * _pinned_kept(a) - a.hideable_ns.get(PAGEABLE_HTOD, 0)
+    rest = max(0.0, pinned) + max(0.0, pageable)
     if rest <= 0:
         return None
+    buckets = (PINNED_HTOD, PAGEABLE_HTOD)
+    exposed = sum(a.ns(b) for b in buckets)
     where = a.copy_ranges[0].name if a.copy_ranges else "(no NVTX range)"
     weights = bool(re.search(WEIGHT_WORDS, where))
     compute = a.ns("compute")
     reason = (
-        f"{_ms(a.ns(bucket))} of host-to-device copies ran with no kernel running "
-        f"({_share(a, bucket)} of the step time) against {_ms(compute)} of compute: overlap can "
-        f"hide no more than the compute, so {_ms(rest)} is the copies' own; most issued in "
-        f"'{where}'"
+        f"{_ms(exposed)} of host-to-device copies ran with no kernel running "
+        f"({_share(a, *buckets)} of the step time) against {_ms(compute)} of compute: overlap "
+        f"can hide no more than the compute not already under copies, so {_ms(rest)} is the "
+        f"copies' own (pageable ones at the pinned rate); most issued in '{where}'"
     )
     if weights:
         title = "Streaming weights in is copy-bound: move fewer bytes per pass"
@@ -419,7 +476,7 @@ def _copy_bound(ev: Evidence, a: Account) -> Recommendation | None:
         a,
         "copy_bound",
         title,
-        (bucket,),
+        buckets,
         reason,
         advice,
         saved=rest,
@@ -542,7 +599,9 @@ def _cpu(ev: Evidence, a: Account) -> Recommendation | None:
 
 
 def _os(ev: Evidence, a: Account) -> Recommendation | None:
-    names = ("os_call", "os_wait")
+    # Blocking calls before an upload wait for a loader only where there is one.
+    loader = input_pipeline(a) or _host_optimizer(a)
+    names = ("os_call", "os_wait") if loader else ("os_call", "os_wait", "loader_wait")
     return _rec(
         a,
         "os_runtime_stall",
@@ -649,7 +708,8 @@ def _communication(ev: Evidence, a: Account) -> Recommendation | None:
             "rank: nsysprobe analyze on every rank's report names the rank that arrives last"
         ),
         saved=hideable,
-        bound="overlap hides communication only under compute: per step, the lesser of the two",
+        bound="overlap hides communication only under compute: per step, the lesser of the "
+        "exposed communication and the compute not already under it",
         communication_ns=a.communication_ns,
         communication_overlapped_ns=a.communication_overlapped_ns,
         collectives=each,
@@ -705,11 +765,13 @@ def _warmup(ev: Evidence, a: Account) -> Recommendation | None:
 
 
 def _startup(a: Account) -> Recommendation | None:
-    """The start-up the account left out: a one-time cost, not a steady-state gain."""
-    if not a.startup_ns:
+    """The start-up (and one-time final steps) the account left out: a one-time cost, not a
+    steady-state gain."""
+    if not a.startup_ns and not a.final_ns:
         return None
     k = a.startup_steps
-    share = _ratio(a.startup_ns, a.startup_ns + a.wall_ns)
+    once = a.startup_ns + a.final_ns
+    share = _ratio(once, once + a.wall_ns)
     parts = []
     if a.startup_before_ns:
         where = f" (in '{a.startup_range}', an NVTX range run once)" if a.startup_range else ""
@@ -726,7 +788,14 @@ def _startup(a: Account) -> Recommendation | None:
             f"{STARTUP_RATIO}x the longest of the {a.step_count} steps after (at most "
             f"{_ms(a.steady_longest_ns)}): compilation, autotuning or lazy initialization"
         )
+    if a.final_steps:
+        last = "the last step" if a.final_steps == 1 else f"the last {a.final_steps} steps"
+        parts.append(
+            f"{last} took {_ms(a.final_ns)}, each over {STARTUP_RATIO}x the longest of the "
+            f"{a.step_count} steady steps before: a final checkpoint, evaluation or clean-up"
+        )
     what = "; ".join(parts) + f" ({share:.0%} of the captured time)"
+    stop = "; stop it (torch.cuda.profiler.stop()) before the last step" if a.final_steps else ""
     return Recommendation(
         id="startup_in_capture",
         title="Start-up inside the capture: judged apart from the steady state",
@@ -736,6 +805,7 @@ def _startup(a: Account) -> Recommendation | None:
         advice=(
             "start the capture after a few warm-up steps: torch.cuda.profiler.start() after "
             "them with nsys profile --capture-range=cudaProfilerApi (what nsysprobe run uses)"
+            + stop
         ),
         evidence={
             "account": f"process {a.pid}, GPU {a.device_id}",
@@ -743,6 +813,8 @@ def _startup(a: Account) -> Recommendation | None:
             "startup_range": a.startup_range,
             "startup_ns": a.startup_ns,
             "startup_before_steps_ns": a.startup_before_ns,
+            "final_steps": a.final_steps,
+            "final_ns": a.final_ns,
             "steady_steps": a.step_count,
             "steady_longest_ns": a.steady_longest_ns,
         },

@@ -117,10 +117,12 @@ def pace_lines(st) -> tuple[str, ...]:
 
 
 def _steady_busy(st) -> str:
-    if not st.startup_steps:
+    if not st.startup_steps and not st.final_steps:
         return ""
-    first = "step" if st.startup_steps == 1 else f"{st.startup_steps} steps"
-    return f"; {pct(st.steady_busy_ratio)} after the first {first} (start-up)"
+    return (
+        f"; {pct(st.steady_busy_ratio)} of the steady steps' ({st.startup_steps} start-up and "
+        f"{st.final_steps} final one-time steps apart)"
+    )
 
 
 def _steps(report: Report) -> Section | None:
@@ -182,14 +184,16 @@ def _account(report: Report) -> Section | None:
         f"median {ms(a.median_wall_ns)}; busy {pct(1 - a.idle_ratio)}, idle "
         f"{pct(a.idle_ratio)}; busy + idle = wall, each ns once",
     ]
-    if a.startup_ns:
+    if a.startup_ns or a.final_ns:
         first = "step" if a.startup_steps == 1 else f"{a.startup_steps} steps"
+        last = "step" if a.final_steps == 1 else f"{a.final_steps} steps"
         what = [f"the first {first}"] if a.startup_steps else []
         if a.startup_before_ns:
             what.insert(0, f"'{a.startup_range}'" if a.startup_range else "the work before")
+        what += [f"the last {last}"] if a.final_steps else []
         notes.append(
-            f"left out of every figure here as start-up: {' and '.join(what)} "
-            f"({ms(a.startup_ns)}; see startup_in_capture)"
+            f"left out of every figure here as one-time: {' and '.join(what)} "
+            f"({ms(a.startup_ns + a.final_ns)}; see startup_in_capture)"
         )
     if a.communication_ns:
         each = "; ".join(
@@ -254,6 +258,7 @@ def _account_steps(report: Report) -> Section | None:
         by = dict(st.buckets)
         nccl = (ms(st.communication_ns), ms(st.communication_overlapped_ns)) if comm else ()
         name = f"{st.name} (start-up)" if st.startup else st.name
+        name = f"{st.name} (final, one-time)" if st.final else name
         rows.append(
             (str(st.index), name, ms(st.wall_ns), ms(st.busy_ns), ms(st.idle_ns))
             + tuple(ms(by.get(n, 0)) for n in top)

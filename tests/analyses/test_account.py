@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from independent import (
     GLOBAL_PID,
     completion_windows,
+    final_count,
     fixed_windows,
     gpu_ops,
     inside,
@@ -89,12 +90,17 @@ def test_account_conserves_time_and_matches_sql_busy(name):
             (n, s, e - s) for n, s, e in windows
         ]
         # Leading windows over 3x every later one are start-up: in no total of the account.
-        startup = startup_count([e - s for _, s, e in windows]) if ranges else 0
+        walls = [e - s for _, s, e in windows]
+        startup = startup_count(walls) if ranges else 0
+        final = final_count(walls, startup) if ranges else 0
+        stop = len(windows) - final
         assert [s.startup for s in a.steps] == [i < startup for i in range(len(windows))]
-        assert a.startup_steps == startup
+        assert [s.final for s in a.steps] == [i >= stop for i in range(len(windows))]
+        assert (a.startup_steps, a.final_steps) == (startup, final)
+        assert a.final_ns == sum(walls[stop:])
         # And, with steps, the GPU work before the first one when it spans more than a step.
         first_op = min(s for kind in mine.values() for s, _ in kind)
-        longest = max(e - s for _, s, e in windows[startup:])
+        longest = max(walls[startup:stop])
         before = windows[0][1] - first_op if ranges else 0
         before = before if before > longest else 0
         assert a.startup_ns == sum(e - s for _, s, e in windows[:startup]) + before
@@ -111,8 +117,8 @@ def test_account_conserves_time_and_matches_sql_busy(name):
             assert buckets.get("communication", 0) == exposed
             assert step.communication_ns == inside(nccl, lo, hi)
             assert step.communication_overlapped_ns == inside(under, lo, hi)
-            overlapped += 0 if step.startup else inside(under, lo, hi)
-        steady = windows[startup:]
+            overlapped += 0 if step.startup or step.final else inside(under, lo, hi)
+        steady = windows[startup:stop]
         assert a.communication_overlapped_ns == overlapped
         assert a.communication_ns == sum(inside(nccl, lo, hi) for _, lo, hi in steady)
         assert a.wall_ns == sum(hi - lo for _, lo, hi in steady)
