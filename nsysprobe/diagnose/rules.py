@@ -54,7 +54,10 @@ time; no step drops below its GPU work. The ids are stable, so scripts can rely 
                            calls), or idle spread over causes none of which reaches its floor
     numa_binding           training or loader threads ran on a NUMA node other than the GPU's
     gpu_bound              idle under ``GPU_BOUND_IDLE_RATIO`` of the step and no rule above
-                           its floor: the next gains are in compute
+                           its floor: the next gains are in compute, the largest lever named
+                           from the kernels (``analyses/kernels.py``: a GPU shared with
+                           another process, TF32 for fp32 GEMMs, fusion, CUDA graphs, bf16,
+                           FP8) with the share of kernel time behind it
     capture_incomplete     the trace lacks what a diagnosis needs: fix the capture
 
 A rule is listed only when its gain reaches ``MIN_GAIN_RATIO`` of the measured time, so a few
@@ -76,6 +79,12 @@ from nsysprobe.analyses.account import Account
 from nsysprobe.analyses.arrivals import Arrivals, late_causes, process_label, rank_accounts
 from nsysprobe.analyses.health import Finding
 from nsysprobe.analyses.intervals import busy_ratio
+from nsysprobe.analyses.kernels import (
+    FP32_LEVER_RATIO,
+    FUSION_LEVER_RATIO,
+    TINY_LEVER_RATIO,
+    KernelsResult,
+)
 from nsysprobe.analyses.transfers import TransfersResult
 from nsysprobe.analyses.windows import STARTUP_RATIO
 
@@ -132,6 +141,8 @@ class Evidence:
     # A report holding every rank: all its accounts, and the ranks' arrivals at collectives.
     accounts: tuple[Account, ...] = ()
     arrivals: Arrivals | None = None
+    # The main account's kernels by class, and the lever a GPU-bound loop has.
+    kernels: KernelsResult | None = None
 
 
 def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
@@ -148,7 +159,9 @@ def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
     ]
     recs.sort(key=lambda r: -r.saved_ns)
     if not recs:
-        recs = [_gpu_bound(a) if a.idle_ratio < GPU_BOUND_IDLE_RATIO else _spread_idle(a)]
+        recs = [
+            _gpu_bound(a, ev.kernels) if a.idle_ratio < GPU_BOUND_IDLE_RATIO else _spread_idle(a)
+        ]
     startup = _startup(a)
     if startup is not None:
         recs.append(startup)
@@ -875,28 +888,46 @@ def _spread_idle(a: Account) -> Recommendation:
     )
 
 
-def _gpu_bound(a: Account) -> Recommendation:
+def _gpu_bound(a: Account, k: KernelsResult | None) -> Recommendation:
+    lever = k.lever if k else None
+    if lever is not None:
+        why = f"; the largest lever: {lever.what}"
+        advice = lever.advice
+    else:
+        why = "; no kernel rows to read the lever from (CUDA graphs recorded whole)"
+        advice = (
+            "capture with --cuda-graph-trace=node to see the graphs' kernels; profile them "
+            "(Nsight Compute), use mixed precision (torch.autocast), torch.compile, or a larger "
+            "batch"
+        )
+    classes = ", ".join(f"{c.name} {c.share_ratio:.0%}" for c in k.classes[:5]) if k else ""
     return Recommendation(
         id="gpu_bound",
         title="The GPU is fed: optimize compute next",
         reason=(
             f"the GPU was busy {busy_ratio(a.busy_ns, a.wall_ns):.0%} of the step time (idle "
             f"{a.idle_ratio:.1%}, under {GPU_BOUND_IDLE_RATIO:.0%}) and no other fix would save "
-            f"{MIN_GAIN_RATIO:.0%} or more"
+            f"{MIN_GAIN_RATIO:.0%} or more{why}"
         ),
         expected_gain_ratio=0.0,
         saved_ns=0,
-        advice=(
-            "profile the kernels (Nsight Compute), use mixed precision (torch.autocast), "
-            "channels_last, torch.compile, or a larger batch"
-        ),
+        advice=advice,
         evidence={
             "account": f"process {a.pid}, GPU {a.device_id}",
             "gpu_busy_ratio": round(busy_ratio(a.busy_ns, a.wall_ns), 4),
             "idle_ratio": round(a.idle_ratio, 4),
             "measured_ns": a.wall_ns,
+            "lever": lever.id if lever else "",
+            "kernel_classes": classes,
+            "tiny_kernel_ratio": round(k.tiny_count_ratio, 4) if k else 0.0,
         },
-        thresholds={"gpu_bound_idle_ratio": GPU_BOUND_IDLE_RATIO, "min_gain_ratio": MIN_GAIN_RATIO},
+        thresholds={
+            "gpu_bound_idle_ratio": GPU_BOUND_IDLE_RATIO,
+            "min_gain_ratio": MIN_GAIN_RATIO,
+            "fp32_lever_ratio": FP32_LEVER_RATIO,
+            "fusion_lever_ratio": FUSION_LEVER_RATIO,
+            "tiny_lever_ratio": TINY_LEVER_RATIO,
+        },
     )
 
 

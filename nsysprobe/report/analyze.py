@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nsysprobe.analyses.account import AccountResult, analyze_account
 from nsysprobe.analyses.arrivals import Arrivals, within_report
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps
 from nsysprobe.analyses.health import Finding, analyze_health
+from nsysprobe.analyses.kernels import KernelsResult, analyze_kernels
 from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
 from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
 from nsysprobe.analyses.steps import StepsResult, find_steps, step_breakdown
@@ -91,6 +94,17 @@ def check_min_gap_ms(value: float) -> float:
             f"{MAX_MIN_GAP_MS:.0f}, e.g. 1"
         )
     return value
+
+
+def _kernels(events, main) -> KernelsResult:
+    """The main account's kernels by class, set against themselves over its steady steps
+    (steps of the loop only: equal windows do not repeat a loop's kernels)."""
+    if main.windows.startswith("equal windows"):
+        return analyze_kernels(events, main.pid, main.device_id)
+    steady = [s for s in main.steps if not s.startup and not s.final]
+    starts = np.array([s.start_ns for s in steady], dtype=np.int64)
+    ends = starts + np.array([s.wall_ns for s in steady], dtype=np.int64)
+    return analyze_kernels(events, main.pid, main.device_id, (starts, ends))
 
 
 def _export(path: str | Path, min_gap_ms: float, nsys: str | None) -> Path:
@@ -255,13 +269,15 @@ def analyze_events(
     if arrivals is not None and arrivals.stragglers:
         account = _waiting_rank_first(account, arrivals)
     health = analyze_health(events)
+    main = account.main if account else None
     evidence = Evidence(
-        account=account.main if account else None,
+        account=main,
         transfers=transfers,
         placement=placement,
         health=health,
         accounts=account.accounts if account else (),
         arrivals=arrivals,
+        kernels=_kernels(events, main) if main else None,
     )
     shown = None  # the HTML page's events
     if timeline:

@@ -19,6 +19,7 @@ ANALYSES = {
     "osrt": "osrt",
     "overlap": "overlap",
     "account": "account",
+    "kernels": "kernels",
     "steps": "steps",
     "windows": "windows",
     "communication": "communication",
