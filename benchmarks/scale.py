@@ -9,7 +9,9 @@ table, ``StringIds`` included, is copied once, unchanged; the schema is the sour
 ``CREATE`` statements. The copying is done by SQLite (``INSERT INTO t SELECT ...``).
 
 Each export is then analyzed by ``nsysprobe analyze PATH --format json`` in a fresh process,
-whose wall time and peak resident memory are recorded.
+whose wall time and peak resident memory are recorded. It records its history entry, as every
+``analyze`` does, in a history of the benchmark's own in a temporary folder (``--history``),
+never in the user's.
 
 ``--osrt-factor F`` thins ``OSRT_API``: each copy carries 1/k of the source's rows (k = 1/F,
 a different 1/k in each of k consecutive copies, so every source row still occurs). The
@@ -265,9 +267,12 @@ def compile_package() -> None:
         raise click.ClickException("could not compile the package's bytecode")
 
 
-def time_analyze(path: Path, out: Path) -> Timing:
-    """Run ``nsysprobe analyze PATH --format json`` in a fresh process: wall time, peak RSS."""
+def time_analyze(path: Path, out: Path, history: Path) -> Timing:
+    """Run ``nsysprobe analyze PATH --format json --history HISTORY`` in a fresh process: wall
+    time, peak RSS. The history entry is written, as a user's analyze writes one, to
+    ``history`` (a temporary file of the benchmark's)."""
     cmd = [sys.executable, "-m", "nsysprobe", "analyze", str(path), "--format", "json"]
+    cmd += ["--history", str(history)]
     wall, rss = _run(cmd, out)
     report = json.loads(out.read_text())
     ops = sum(d["kernel_count"] + d["memcpy_count"] + d["memset_count"] for d in report["devices"])
@@ -509,6 +514,7 @@ def main(
         folder = Path(tempfile.mkdtemp(prefix="nsysprobe-scale-"))
     compile_package()
     results = []
+    history = Path(tempfile.mkdtemp(prefix="nsysprobe-scale-history-")) / "history.db"
     try:
         for target in targets:
             thin = keep_every if osrt_factor_from is None or target >= osrt_factor_from else 1
@@ -527,7 +533,7 @@ def main(
             floors, timings = [], []
             for _ in range(repeat):
                 floor = time_floor(dest, folder / (dest.stem + ".floor.json"))
-                timing = time_analyze(dest, folder / (dest.stem + ".json"))
+                timing = time_analyze(dest, folder / (dest.stem + ".json"), history)
                 if timing.reported_gpu_ops != built.gpu_ops:
                     raise click.ClickException(
                         f"{dest.name}: the report counts {timing.reported_gpu_ops:,} GPU ops, "
@@ -546,6 +552,7 @@ def main(
                 (folder / (dest.stem + ".json")).unlink()
                 (folder / (dest.stem + ".floor.json")).unlink()
     finally:
+        shutil.rmtree(history.parent, ignore_errors=True)
         if not keep and not workdir:
             shutil.rmtree(folder, ignore_errors=True)
     info = machine()

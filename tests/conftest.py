@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,20 @@ def rung(build):
         return build(ladder_rung(name, **kw), f"{name}.sqlite")
 
     return _rung
+
+
+# Set (by scripts/test.sh, for a user who is not root and has no Chromium) to the reason the
+# HTML report's browser tests, those that use the ``chromium_present`` fixture, are skipped.
+SKIP_BROWSER_ENV = "NSYSPROBE_SKIP_BROWSER_TESTS"
+
+
+def pytest_collection_modifyitems(config, items):
+    why = os.environ.get(SKIP_BROWSER_ENV)
+    if not why:
+        return
+    for item in items:
+        if "chromium_present" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.fixture(autouse=True)

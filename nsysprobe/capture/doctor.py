@@ -1,4 +1,12 @@
-"""Check what a capture needs on this machine; each check says what it found and the fix."""
+"""Check what a capture needs on this machine; each check says what it found and the fix.
+
+A check is *required* when no capture can be made without it (nsys and its importer): doctor
+marks its failure ``FAIL`` and exits 1. Every other check is optional, its failure a ``warn``
+that says what is lost without it: the Python nvtx package (NVTX ranges, so steps, and
+nsysprobe's own workloads, which import it), numactl (only to record ``numactl --hardware``
+for ``analyze --topology DIR``: nsysprobe binds threads and memory itself) and libnuma (memory
+binding falls back to the ``set_mempolicy`` system call).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +27,8 @@ from nsysprobe.errors import NsysNotFound
 
 @dataclass(frozen=True)
 class Check:
-    """One line of ``doctor``: ``ok`` is None for information that needs no fix."""
+    """One line of ``doctor``: ``ok`` is None for information that needs no fix; a failed
+    check that is not ``required`` is a warning (see the module docstring)."""
 
     name: str
     ok: bool | None
@@ -50,14 +59,16 @@ def run_checks(nsys: str | None = None) -> list[Check]:
         checks.append(Check("importer", status.loads, status.detail, fix, required=True))
 
     nvtx = nvtx_version()
+    no_ranges = "captures work, without steps; nsysprobe's own workloads need it"
     if nvtx is None:
-        checks.append(Check("python nvtx", False, "not installed: no NVTX ranges", NVTX_FIX))
+        detail = f"not installed: no NVTX ranges ({no_ranges})"
+        checks.append(Check("python nvtx", False, detail, NVTX_FIX))
     elif install is None:
         checks.append(Check("python nvtx", None, f"{nvtx} (no nsys to check it against)"))
     else:
         records = nvtx_records_ranges(nvtx, install.version)
         if records is False:
-            detail = f"{nvtx} records no NVTX ranges under nsys {install.version}"
+            detail = f"{nvtx} records no NVTX ranges under nsys {install.version} ({no_ranges})"
             checks.append(Check("python nvtx", False, detail, NVTX_FIX))
         elif records is None:
             detail = f"{nvtx}: not known whether it records ranges under nsys {install.version}"
@@ -76,16 +87,19 @@ def run_checks(nsys: str | None = None) -> list[Check]:
         Check(
             "numactl",
             numactl is not None,
-            numactl or "not found",
-            None if numactl else "install numactl (apt-get install numactl) for NUMA binding",
+            numactl
+            or "not found (optional: only to record `numactl --hardware` for analyze "
+            "--topology DIR; nsysprobe binds threads and memory itself)",
+            None if numactl else "apt-get install numactl",
         )
     )
     checks.append(
         Check(
             "libnuma",
             libnuma is not None,
-            libnuma or "not found",
-            None if libnuma else "install libnuma1 (apt-get install libnuma1)",
+            libnuma
+            or "not found (optional: memory binding uses the set_mempolicy system call without it)",
+            None if libnuma else "apt-get install libnuma1",
         )
     )
     return checks

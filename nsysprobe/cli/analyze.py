@@ -9,8 +9,9 @@ import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
 from nsysprobe.capture.runfolder import is_run_folder
-from nsysprobe.cli import echo
+from nsysprobe.cli import echo, text_width, width_option
 from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_outputs, report_outputs
+from nsysprobe.common.units import counted
 from nsysprobe.errors import InputError
 from nsysprobe.render import FORMATS, render
 from nsysprobe.report.analyze import check_min_gap_ms
@@ -48,8 +49,9 @@ def warn_over_cpus(workers: int | None) -> None:
     cpus = usable_cpus()
     if workers is not None and workers > cpus:
         echo(
-            f"nsysprobe: warning: --workers {workers}: this process may use {cpus} CPU(s) "
-            f"(its affinity); the local cluster gets {cpus} worker(s) at most",
+            f"nsysprobe: warning: --workers {workers}: this process may use "
+            f"{counted(cpus, 'CPU')} (its affinity); the local cluster gets "
+            f"{counted(cpus, 'worker')} at most",
             err=True,
         )
 
@@ -138,6 +140,7 @@ def load_topology(where: str | None) -> Topology | None:
     "(10^9 bytes) resident [default: the worker's memory over its threads; in a local "
     "cluster, the machine's memory over the workers].",
 )
+@width_option
 @report_outputs
 def analyze(
     paths: tuple[str, ...],
@@ -151,6 +154,7 @@ def analyze(
     workers: int | None,
     rank_timeout_s: float | None,
     rank_memory_gb: float | None,
+    width: int | None,
     **outputs,
 ):
     """Diagnose GPU starvation in PATH: a .sqlite export, a .nsys-rep/.qdrep report, or the
@@ -160,7 +164,8 @@ def analyze(
     than the report). The analysis reads the export read-only and prints the ranked
     recommendations first, then the evidence: GPU idle gaps and what the CPU was doing
     during them, transfers by memory kind, copy/compute overlap, OS-runtime stalls and the
-    per-step breakdown.
+    per-step breakdown. Text fits the terminal's width (cells wrapped at spaces); written to a
+    file or a pipe, each table row is one line; no word is ever cut (--width sets the columns).
 
     Several PATHs, a folder or a glob (one report per rank) give the cross-rank view
     instead: each report analyzed on its own on Dask workers, then the ranks side by side,
@@ -181,6 +186,7 @@ def analyze(
     options = {"min_gap_ms": min_gap_ms, "step_range": step_range, "nsys": nsys}
     if ranks or len(paths) > 1 or is_many(paths[0]):
         from nsysprobe.render.many import RENDERERS as MANY_RENDERERS
+        from nsysprobe.render.many import render_many_text
 
         if scheduler is None:
             warn_over_cpus(workers)
@@ -194,7 +200,10 @@ def analyze(
             topology=load_topology(topology),
             **options,
         )
-        echo(MANY_RENDERERS[fmt](many), nl=False)
+        if fmt == "text":
+            echo(render_many_text(many, text_width(width)), nl=False)
+        else:
+            echo(MANY_RENDERERS[fmt](many), nl=False)
         if many.ranks and len(many.errors) == len(many.ranks):
             # The table says why for each; the exit status says that nothing was analyzed.
             raise InputError(
@@ -208,4 +217,4 @@ def analyze(
         topology=load_topology(topology),
         **options,
     )
-    echo(render(report, fmt), nl=False)
+    echo(render(report, fmt, text_width(width)), nl=False)

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 
 from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
-from nsysprobe.cli import echo
+from nsysprobe.cli import echo, text_width, width_option
 from nsysprobe.common.progress import Progress
 from nsysprobe.common.safetext import name
-from nsysprobe.render.comparison import RENDERERS
+from nsysprobe.render.comparison import RENDERERS, render_comparison_text
 from nsysprobe.report.analyze import check_min_gap_ms
 from nsysprobe.runs.compare import check_percentage, compare_runs, gate, load_run, parse_condition
 
@@ -49,7 +49,7 @@ from nsysprobe.runs.compare import check_percentage, compare_runs, gate, load_ru
     type=float,
     metavar="PCT",
     help="Exit 1 when a later run's steps are slower than the first's beyond noise and its "
-    "median step is more than PCT % longer (a CI regression gate).",
+    "time per step (1 / steps/s) is more than PCT % longer (a CI regression gate).",
 )
 @click.option(
     "--fail-if",
@@ -59,6 +59,7 @@ from nsysprobe.runs.compare import check_percentage, compare_runs, gate, load_ru
     help="Exit 1 when a later run's figure meets EXPR, e.g. 'gpu_busy_ratio<0.9' or "
     "'speedup<0.95' (repeatable; a figure the run lacks fails too).",
 )
+@width_option
 def compare(
     runs: tuple[str, ...],
     fmt: str,
@@ -68,12 +69,14 @@ def compare(
     step_range: str | None,
     nsys: str | None,
     history_path: Path | None,
+    width: int | None,
 ) -> None:
     """Compare RUNs side by side; the first is the reference.
 
     A RUN is a trace (.sqlite, .nsys-rep), a run folder (its analysis.json, else its one
     .sqlite) or an id from `nsysprobe history`. Each later run gets its speed-up and whether
-    its per-step times differ from the first run's beyond noise (Mann-Whitney U test).
+    its per-step times differ from the first run's beyond noise (Mann-Whitney U test). Runs
+    whose GPU work ran on different GPUs (a CPU run beside an H200 run) get a warning.
 
     With --fail-if-slower or --fail-if, every later run is checked against the first and the
     command exits 1 when a check fails (a line on stderr says which), 0 when all pass: a CI
@@ -99,7 +102,10 @@ def compare(
     comparison = compare_runs(loaded)
     if fail_if_slower is not None or conditions:
         comparison = replace(comparison, gate=gate(comparison, fail_if_slower, conditions))
-    echo(RENDERERS[fmt](comparison), nl=False)
+    if fmt == "text":
+        echo(render_comparison_text(comparison, text_width(width)), nl=False)
+    else:
+        echo(RENDERERS[fmt](comparison), nl=False)
     if comparison.gate is not None and comparison.gate.failed:
         failed = [f"{c.run}: {c.check} ({c.why})" for c in comparison.gate.checks if c.failed]
         echo(f"nsysprobe: gate failed: {'; '.join(failed)}", err=True)

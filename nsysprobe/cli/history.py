@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from nsysprobe.cli import echo
+from nsysprobe.cli import echo, text_width, width_option
 from nsysprobe.common.safetext import one_line
+from nsysprobe.render.layout import table as layout
 from nsysprobe.render.sections import pct
 from nsysprobe.runs import history as history_db
 
@@ -37,7 +38,8 @@ MAX_LIMIT = 1_000_000
     help="History database [default: $NSYSPROBE_HISTORY, else "
     "$XDG_DATA_HOME/nsysprobe/history.db, i.e. ~/.local/share/nsysprobe/history.db].",
 )
-def history(limit: int, fmt: str, history_path: Path | None) -> None:
+@width_option
+def history(limit: int, fmt: str, history_path: Path | None, width: int | None) -> None:
     """List the recorded runs, newest first; `nsysprobe compare` takes their ids.
 
     Every `nsysprobe analyze` and `nsysprobe run` records its command, paths and headline
@@ -59,22 +61,27 @@ def history(limit: int, fmt: str, history_path: Path | None) -> None:
     if not entries:
         echo(f"no runs recorded yet in {path}")
         return
-    table = [
-        ("id", "recorded (UTC)", "trace", "steps/s", "GPU busy", "top recommendation", "command")
-    ]
+    header = (
+        "id",
+        "recorded (UTC)",
+        "trace",
+        "steps/s",
+        "GPU busy",
+        "top recommendation",
+        "command",
+    )
+    table = []
     for e in entries:
         m = e.metrics
         row = (
             str(e.id),
             e.recorded_utc.replace("+00:00", ""),
             m.trace,
-            "-" if m.steps_per_s is None else f"{m.steps_per_s:.2f}",
+            "-" if m.steps_per_s is None else f"{m.steps_per_s:,.2f}",
             "-" if m.gpu_busy_ratio is None else pct(m.gpu_busy_ratio),
             m.top_recommendation or "-",
             e.command,
         )
         table.append(tuple(one_line(cell) for cell in row))  # a hand-edited row, too
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    for r in table:
-        echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    echo("\n".join(layout(header, table, text_width(width))))
     echo(f"({len(entries)} newest in {path})")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nsysprobe.cli import echo
+from nsysprobe.cli import echo, text_width, width_option
 from nsysprobe.common.writer import write_output
 from nsysprobe.ladder.run import (
     LADDER_JSON,
@@ -25,6 +25,7 @@ def _say(line: str) -> None:
 
 
 @click.command()
+@width_option
 @click.option(
     "--rungs",
     metavar="A,B,...",
@@ -79,6 +80,7 @@ def ladder(
     nsys_path: str | None,
     workloads: Path | None,
     fmt: str,
+    width: int | None,
 ) -> None:
     """Run the optimization ladder with and without nsys, and check each rung's diagnosis.
 
@@ -115,6 +117,6 @@ def ladder(
         write_output(
             render_ladder(result, summary), result.folder / file, force=False, option="--output"
         )
-    echo(render_ladder(result, fmt), nl=False)
+    echo(render_ladder(result, fmt, text_width(width)), nl=False)
     _say(f"runs, ladder.json and ladder.md in {result.folder}")
     check_ladder(result)

@@ -11,7 +11,7 @@ import click
 from nsysprobe.capture.doctor import run_checks
 from nsysprobe.capture.health import nvtx_note
 from nsysprobe.capture.profile import ProfileOptions, capture
-from nsysprobe.cli import echo
+from nsysprobe.cli import echo, text_width, width_option
 from nsysprobe.cli.outputs import report_outputs, save_outputs
 from nsysprobe.errors import InputError
 
@@ -62,6 +62,7 @@ def _say(line: str) -> None:
     default="text",
     show_default=True,
 )
+@width_option
 @report_outputs
 def run(
     workload: tuple[str, ...],
@@ -74,6 +75,7 @@ def run(
     sample: bool,
     nsys_args: str,
     fmt: str,
+    width: int | None,
     **outputs,
 ) -> None:
     """Profile WORKLOAD under Nsight Systems, export it and print the diagnosis.
@@ -102,7 +104,7 @@ def run(
     report = analyze(result.sqlite, timeline=outputs.get("html") is not None)
     save_analysis(report, result.folder)
     save_outputs(report, result.sqlite, outputs, paths={"folder": result.folder})
-    echo(render(report, fmt))
+    echo(render(report, fmt, text_width(width)))
     note = nvtx_note(result.sqlite, result.trace, result.nsys.version)
     if note:
         _say(f"warning: {note}")
@@ -119,12 +121,14 @@ def run(
 def doctor(nsys_path: str | None) -> None:
     """Check nsys, its importer, Python nvtx, the GPU and NUMA tools; each line with its fix.
 
-    Exits 1 when nsys or its importer is unusable, since no capture can be made then.
+    FAIL: a required check failed (nsys or its importer is unusable, so no capture can be
+    made) and doctor exits 1. warn: an optional one failed; the line says what is lost
+    without it, and the exit code stays 0.
     """
     failed = False
     for check in run_checks(nsys_path):
-        mark = {True: "ok", False: "FAIL", None: "info"}[check.ok]
+        mark = {True: "ok", False: "FAIL" if check.required else "warn", None: "info"}[check.ok]
         fix = f" -> {check.fix}" if check.fix else ""
         echo(f"{mark:4} {check.name}: {check.detail}{fix}")
-        failed = failed or (check.required and check.ok is False)
+        failed = failed or mark == "FAIL"
     sys.exit(1 if failed else 0)

@@ -8,6 +8,7 @@ import json
 import click
 
 from nsysprobe.cli import echo
+from nsysprobe.common.units import counted
 
 
 @click.command()
@@ -82,16 +83,13 @@ def scrub(export: str, output: str, force: bool, fmt: str) -> None:
         return
     r = result
     echo(
-        f"wrote {r.output}: kept {_n(len(r.tables_kept), 'table')} with the columns nsysprobe "
-        f"reads; dropped {_n(r.tables_dropped, 'table')}, {_n(r.columns_dropped, 'column')} "
-        f"and {r.objects_dropped:,} views/triggers/indexes"
+        f"wrote {r.output}: kept {counted(len(r.tables_kept), 'table')} with the columns "
+        f"nsysprobe reads; dropped {counted(r.tables_dropped, 'table')}, "
+        f"{counted(r.columns_dropped, 'column')} and "
+        f"{counted(r.objects_dropped, 'view/trigger/index', 'views/triggers/indexes')}"
     )
     echo(
-        f"scrubbed {_n(r.texts_scrubbed, 'name')} (secrets, paths, addresses); dropped "
-        f"{_n(r.strings_dropped, 'unreferenced string')} and "
-        f"{_n(r.rows_dropped, 'metadata/diagnostic row')}"
+        f"scrubbed {counted(r.texts_scrubbed, 'name')} (secrets, paths, addresses); dropped "
+        f"{counted(r.strings_dropped, 'unreferenced string')} and "
+        f"{counted(r.rows_dropped, 'metadata/diagnostic row')}"
     )
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"

@@ -87,6 +87,7 @@ from nsysprobe.analyses.kernels import (
 )
 from nsysprobe.analyses.transfers import TransfersResult
 from nsysprobe.analyses.windows import STARTUP_RATIO
+from nsysprobe.common.units import counted
 
 if TYPE_CHECKING:
     from nsysprobe.analyses.cpu_placement import CpuPlacementResult
@@ -175,7 +176,7 @@ def _ratio(ns: float, base: int) -> float:
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e6:,.1f} ms"
 
 
 def _top(a: Account, *names: str, n: int = 3) -> str:
@@ -297,7 +298,7 @@ def _loading(ev: Evidence, a: Account) -> Recommendation | None:
     else:
         title = "Load batches faster: the training thread waits for the loader"
         workers = (
-            f"{a.loader_processes} loader worker process(es)"
+            counted(a.loader_processes, "loader worker process", "loader worker processes")
             if a.loader_processes
             else "the loader"
         )

@@ -954,8 +954,8 @@ def _verdict(
             f"the latest at the collectives in {mine.last_rounds} of {mine.rounds} {unit}; "
             f"later than another rank's in {mine.late_share_ratio:.0%} of comparisons "
             f"(Mann-Whitney U of its lateness per round, one-sided p={mine.p_value:.3g}); held "
-            f"the others up {mine.held_up_ns / 1e6:.1f} ms ({mine.held_up_ratio:.1%} of the "
-            f"time); waited {mine.waited_ns / 1e6:.1f} ms for later ranks"
+            f"the others up {mine.held_up_ns / 1e6:,.1f} ms ({mine.held_up_ratio:.1%} of the "
+            f"time); waited {mine.waited_ns / 1e6:,.1f} ms for later ranks"
         )
         verdict = "straggler" if s.label in stragglers else mine.verdict
         return RankVerdict(s.label, verdict, None, mine.p_value, None, lag, why)

@@ -15,11 +15,13 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "markdown")
 
 
-def render(report: Report, fmt: str = "text") -> str:
+def render(report: Report, fmt: str = "text", width: int | None = None) -> str:
+    """``report`` as ``fmt``; text is laid out for ``width`` columns (None: each row on one
+    line; see ``nsysprobe.render.layout``)."""
     if fmt == "text":
         from nsysprobe.render.text import render_text
 
-        return render_text(report)
+        return render_text(report, width)
     if fmt == "json":
         from nsysprobe.report.saved import to_json
 

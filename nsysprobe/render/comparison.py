@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from nsysprobe.render.layout import fit, table, wrap
 from nsysprobe.render.markdown import escape
 from nsysprobe.render.sections import ms, size
 from nsysprobe.report.metrics import RunMetrics
@@ -47,10 +48,10 @@ def rows(comparison: Comparison) -> list[tuple[str, ...]]:
             (
                 run.label,
                 "-" if m.step_count is None else f"{m.step_count:,}",
-                _delta(m.steps_per_s, ref and ref.steps_per_s, lambda v: f"{v:.2f}", "{:+.2f}"),
+                _delta(m.steps_per_s, ref and ref.steps_per_s, lambda v: f"{v:,.2f}", "{:+,.2f}"),
                 "1.00x (reference)"
                 if diff is None
-                else ("-" if diff.speedup is None else f"{diff.speedup:.2f}x"),
+                else ("-" if diff.speedup is None else f"{diff.speedup:,.2f}x"),
                 _busy(m, ref),
                 _delta(m.idle_per_step_ns, ref and ref.idle_per_step_ns, ms, None, ms),
                 _delta(m.pageable_htod_bytes, ref and ref.pageable_htod_bytes, size, None, size),
@@ -64,10 +65,18 @@ def rows(comparison: Comparison) -> list[tuple[str, ...]]:
 
 def verdict_text(diff: Difference) -> str:
     if diff.verdict in ("faster", "slower"):
-        return f"{diff.verdict} ({diff.confidence:.1%} confidence, p={diff.p_value:.2g})"
+        return f"{diff.verdict} ({confidence_text(diff.confidence)}, p={diff.p_value:.2g})"
     if diff.verdict == "within noise":
         return f"within noise (p={diff.p_value:.2g})"
     return f"unknown: {diff.why}"
+
+
+def confidence_text(confidence: float) -> str:
+    """``0.998`` -> ``99.8% confidence``. A test is never certain: above 99.9 % (where one
+    decimal would round up to 100.0 %) it reads ``over 99.9% confidence``."""
+    if confidence > 0.999:
+        return "over 99.9% confidence"
+    return f"{confidence:.1%} confidence"
 
 
 def _busy(m: RunMetrics, ref: RunMetrics | None) -> str:
@@ -102,15 +111,17 @@ def gate_lines(comparison: Comparison) -> list[str]:
     ]
 
 
-def render_comparison_text(comparison: Comparison) -> str:
-    table = [HEADER, *rows(comparison)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += ["", NOTE]
-    lines += [f"{r.label}: {r.source}" for r in comparison.runs]
+def render_comparison_text(comparison: Comparison, width: int | None = None) -> str:
+    """The table, laid out for ``width`` columns (None: each row on one line)."""
+    width = fit(width)
+    lines = table(HEADER, rows(comparison), width, rule=True)
+    for warning in comparison.warnings:
+        lines += ["", *wrap(f"warning: {warning}", width, hang="  ")]
+    lines += ["", *wrap(NOTE, width, hang="  ")]
+    for r in comparison.runs:
+        lines += wrap(f"{r.label}: {r.source}", width, hang="  ")
     gate = gate_lines(comparison)
-    lines += ["", *gate] if gate else []
+    lines += [""] + [x for line in gate for x in wrap(line, width, hang="      ")] if gate else []
     return "\n".join(lines) + "\n"
 
 
@@ -125,6 +136,7 @@ def render_comparison_markdown(comparison: Comparison) -> str:
             for c in g.checks
         ]
         lines.append("")
+    lines += [f"> **Warning:** {escape(w)}\n" for w in comparison.warnings]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(escape(c) for c in r) + " |" for r in rows(comparison)]
     lines += ["", escape(NOTE)]
@@ -144,7 +156,7 @@ def comparison_dict(comparison: Comparison) -> dict:
                 "vs_first": None if diff is None else dataclasses.asdict(diff),
             }
         )
-    out = {"schema_version": SCHEMA_VERSION, "runs": runs}
+    out = {"schema_version": SCHEMA_VERSION, "runs": runs, "warnings": list(comparison.warnings)}
     if comparison.gate is not None:
         out["gate"] = {
             "failed": comparison.gate.failed,

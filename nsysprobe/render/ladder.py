@@ -13,6 +13,7 @@ import dataclasses
 import json
 
 from nsysprobe.ladder.run import CLOCK_TOLERANCE, Ladder, Row
+from nsysprobe.render.layout import fit, table, wrap
 from nsysprobe.render.markdown import escape
 
 HEADER = (
@@ -55,9 +56,9 @@ def notes(ladder: Ladder) -> list[str]:
 def cells(row: Row) -> tuple[str, ...]:
     return (
         row.rung,
-        _num(row.steps_per_s, "{:.2f}"),
-        _num(row.profiled_steps_per_s, "{:.2f}"),
-        _num(row.speedup, "{:.2f}x"),
+        _num(row.steps_per_s, "{:,.2f}"),
+        _num(row.profiled_steps_per_s, "{:,.2f}"),
+        _num(row.speedup, "{:,.2f}x"),
         _num(row.share_of_ceiling, "{:.1%}"),
         _num(row.gpu_busy_ratio, "{:.1%}"),
         _num(row.profiled_over_plain, "{:.3f}"),
@@ -78,14 +79,17 @@ def _recommendation(row: Row) -> str:
     return top
 
 
-def render_ladder_text(ladder: Ladder) -> str:
-    table = [HEADER, *(cells(row) for row in ladder.rows)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += ["", *notes(ladder)]
+def render_ladder_text(ladder: Ladder, width: int | None = None) -> str:
+    """The ladder's table, laid out for ``width`` columns (None: each row on one line)."""
+    width = fit(width)
+    lines = table(HEADER, [cells(row) for row in ladder.rows], width, rule=True)
+    lines.append("")
+    for note in notes(ladder):
+        lines += wrap(note, width, hang="  ")
     if ladder.problems:
-        lines += ["", "Problems:", *(f"  {p}" for p in ladder.problems)]
+        lines += ["", "Problems:"]
+        for p in ladder.problems:
+            lines += wrap(p, width, "  ", "    ")
     return "\n".join(lines) + "\n"
 
 
@@ -131,5 +135,5 @@ RENDERERS = {
 }
 
 
-def render_ladder(ladder: Ladder, fmt: str = "text") -> str:
-    return RENDERERS[fmt](ladder)
+def render_ladder(ladder: Ladder, fmt: str = "text", width: int | None = None) -> str:
+    return render_ladder_text(ladder, width) if fmt == "text" else RENDERERS[fmt](ladder)

@@ -13,9 +13,10 @@ import dataclasses
 import json
 
 from nsysprobe.ranks.many import ManyReport, RankSummary, RankVerdict
+from nsysprobe.render.layout import fit, wrap
 from nsysprobe.render.markdown import escape, section_lines
 from nsysprobe.render.sections import Section, arrivals_section, ms, pct, size
-from nsysprobe.render.text import _table as text_table
+from nsysprobe.render.text import section_text
 
 HEADER = (
     "rank",
@@ -80,7 +81,7 @@ def _row(s: RankSummary, v: RankVerdict) -> tuple[str, ...]:
     return (
         s.label,
         _opt(s.step_count, str),
-        _opt(s.steps_per_s, lambda x: f"{x:.2f}"),
+        _opt(s.steps_per_s, lambda x: f"{x:,.2f}"),
         _opt(s.median_step_ns, ms),
         busy,
         _opt(s.idle_per_step_ns, ms),
@@ -236,10 +237,10 @@ def _slowest(report: ManyReport) -> Section:
     )
 
 
-def render_many_text(report: ManyReport) -> str:
-    lines = [headline(report), ""]
+def render_many_text(report: ManyReport, width: int | None = None) -> str:
+    lines = [*wrap(headline(report), fit(width), hang="  "), ""]
     for section in many_sections(report):
-        lines += text_table(section)
+        lines += section_text(section, width)
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsysprobe.analyses.arrivals import ROUND_UNITS, Arrivals
-from nsysprobe.common.units import size
+from nsysprobe.common.units import counted, size
 from nsysprobe.numa.cpulist import format_cpulist as cpulist
 from nsysprobe.report.analyze import Report
 
@@ -32,8 +32,17 @@ def pct(ratio: float) -> str:
 
 def headline(report: Report) -> str:
     t = report.trace
-    gpus = ", ".join(t.gpus) if t.gpus else "no GPU described"
-    return f"{t.path}: nsys {t.nsys_version or 'version unknown'}, {gpus}"
+    return f"{t.path}: nsys {t.nsys_version or 'version unknown'}, {gpus_text(t)}"
+
+
+def gpus_text(t) -> str:
+    """The GPUs the trace describes; else the device ids its GPU work ran on."""
+    if t.gpus:
+        return ", ".join(t.gpus)
+    if not t.gpu_ids:
+        return "no GPU described and no GPU work"
+    ids = " and ".join(", ".join(f"GPU {i}" for i in t.gpu_ids).rsplit(", ", 1))
+    return f"{ids} (device ids of its GPU work; the trace describes no GPU)"
 
 
 def sections(report: Report) -> list[Section]:
@@ -103,11 +112,11 @@ def pace_lines(st) -> tuple[str, ...]:
         steady = st.steady_steps_per_s
         first = (
             f"; the first step is an outlier ({ms(st.rows[0].wall_ns)} against a median of "
-            f"{ms(st.median_step_ns)})" + (f", {steady:.2f} steps/s without it" if steady else "")
+            f"{ms(st.median_step_ns)})" + (f", {steady:,.2f} steps/s without it" if steady else "")
         )
     lag = f"; the GPU ends a step's work a median {ms(st.gpu_lag_ns)} after its CPU range"
     return (
-        f"{st.count:,} steps in {ms(st.span_ns)}: {st.steps_per_s:.2f} steps/s{first}",
+        f"{st.count:,} steps in {ms(st.span_ns)}: {st.steps_per_s:,.2f} steps/s{first}",
         f"a step: from the last step's completion to its own (its CPU range and the GPU work "
         f"it launched both ended); median {ms(st.median_step_ns)}, 10-90% "
         f"{st.p10_step_ns / 1e6:,.1f}-{ms(st.p90_step_ns)}; CPU range median "
@@ -425,7 +434,7 @@ def _gaps(report: Report) -> Section | None:
         return None
     return Section(
         f"Idle gaps: what the thread the GPU waited on was doing "
-        f"({g.gap_count:,} gaps, {ms(g.gap_ns)})",
+        f"({counted(g.gap_count, 'gap')}, {ms(g.gap_ns)})",
         (
             "state: cpu = running its own code; os_wait = blocked in poll/futex/read...; "
             "cuda_* = inside CUDA API calls",
@@ -461,7 +470,7 @@ def _longest_gaps(report: Report) -> Section | None:
         tuple(
             (
                 str(x.device_id),
-                f"{x.start_ns / 1e9:.4f} s",
+                f"{x.start_ns / 1e9:,.4f} s",
                 ms(x.duration_ns),
                 x.state,
                 top(x.nvtx),
@@ -495,7 +504,7 @@ def _transfers(report: Report) -> Section | None:
                 f"{r.count:,}",
                 size(r.bytes),
                 ms(r.duration_ns),
-                f"{r.gbps:.1f}",
+                f"{r.gbps:,.1f}",
             )
             for r in t.rows
         ),

@@ -49,6 +49,9 @@ class TraceInfo:
     gpus: tuple[str, ...]
     session_start_utc_ns: int | None
     processes: int  # processes with GPU work
+    # The devices that ran its GPU work (the kernel, copy and memset tables' deviceId): which
+    # GPUs the trace used, also when it describes none (an export without TARGET_INFO_GPU).
+    gpu_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -292,6 +295,7 @@ def analyze_events(
         gpus=tuple(f"{g.name} ({g.bus_id})" if g.bus_id else g.name for g in facts.gpus),
         session_start_utc_ns=facts.session_start_utc_ns,
         processes=len(events.gpu_pids),
+        gpu_ids=tuple(events.device_ids) if gpu else (),
     )
     return Report(
         schema_version=SCHEMA_VERSION,

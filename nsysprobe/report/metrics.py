@@ -19,6 +19,10 @@ analyzed earlier and one recorded in the history give the same figures:
     exposed_copy_ns      HtoD copy time during which no kernel ran (total, union per device)
     top_recommendation   the first recommendation's id
     step_wall_ns         every step's wall time (window): the distribution ``compare`` tests
+    gpus                 what ran the GPU work, as ``compare`` tells machines apart: the GPU
+                         model without bus ids ("NVIDIA H200", "2 x NVIDIA H200"), "no GPU" when
+                         none ran (a CPU run), "" when not known (an analysis or a history
+                         entry an older nsysprobe wrote)
 
 A JSON form that comes from a file or a history row is anybody's: ``parse_json`` refuses what
 nsysprobe never writes (NaN, Infinity, nesting deeper than ``MAX_JSON_DEPTH``) and every figure
@@ -30,6 +34,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nsysprobe.analyses.intervals import busy_ratio
@@ -86,6 +92,23 @@ class RunMetrics:
     top_gain_ratio: float | None
     step_wall_ns: tuple[int, ...]
     step_timing: str = COMPLETION
+    gpus: str = ""
+
+
+NO_GPU = "no GPU"
+# The bus id the report appends to a GPU's name: "NVIDIA H200 (0000:00:06.0)".
+_BUS_ID = re.compile(r" \([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\)$")
+
+
+def gpus_used(gpus: Sequence[str], gpu_ids: Sequence[int]) -> str:
+    """``RunMetrics.gpus`` from a trace's described GPUs and the device ids of its GPU work."""
+    if not gpu_ids:
+        return NO_GPU
+    models = sorted({_BUS_ID.sub("", g) for g in gpus})
+    if not models:
+        return "1 unnamed GPU" if len(gpu_ids) == 1 else f"{len(gpu_ids)} unnamed GPUs"
+    model = " / ".join(models)
+    return model if len(gpu_ids) == 1 else f"{len(gpu_ids)} x {model}"
 
 
 class FigureError(ValueError):
@@ -140,6 +163,7 @@ def metrics_of(report: Report) -> RunMetrics:
         top_recommendation=name(top.id) if top else None,
         top_gain_ratio=figure("top_gain_ratio", top.expected_gain_ratio) if top else None,
         step_wall_ns=tuple(walls or ()),
+        gpus=name(gpus_used(report.trace.gpus, report.trace.gpu_ids)),
     )
 
 
@@ -202,7 +226,21 @@ def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
         top_gain_ratio=fig("top_gain_ratio", top, "expected_gain_ratio", "recommendations[0]"),
         step_wall_ns=tuple(walls or ()),
         step_timing=CPU_RANGE if old else COMPLETION,
+        gpus=_gpus(trace),
     )
+
+
+def _gpus(trace: dict | None) -> str:
+    """``RunMetrics.gpus`` of a saved report's ``trace``; "" when it does not say (written
+    before ``gpu_ids``, or not as nsysprobe writes it)."""
+    gpus, ids = (trace or {}).get("gpus"), (trace or {}).get("gpu_ids")
+    if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
+        return ""
+    if not isinstance(ids, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in ids
+    ):
+        return ""
+    return name(gpus_used(gpus, ids))
 
 
 def parse_json(raw: bytes) -> object:

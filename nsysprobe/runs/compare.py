@@ -30,7 +30,12 @@ than PCT % longer than the first run's; one whose steps cannot be tested (under 
 in either run, or timed differently) fails too, saying so: a gate that cannot check must not
 pass silently (a crashed job captures no steps). ``--fail-if METRIC<VALUE`` (``<``, ``<=``,
 ``>``, ``>=``) fails a run whose figure meets the condition, or that lacks the figure; METRIC
-is a figure of the table (``GATE_METRICS``).
+is a figure of the table (``GATE_METRICS``). Each check is a condition that fails the run, and
+its line answers it: ``slower by more than 5% (no: time per step -85.0%, faster beyond noise,
+p=6.8e-08)``, ``gpu_busy_ratio<0.9 (yes: gpu_busy_ratio = 0.21)``, or ``cannot test: ...``.
+
+Runs whose GPU work ran on different GPUs (``metrics.RunMetrics.gpus``: a CPU run beside an
+H200 run) are compared all the same, with a warning in every format (``machine_warnings``).
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ class Comparison:
     runs: tuple[Run, ...]
     differences: tuple[Difference | None, ...]  # None for the first run
     gate: Gate | None = None  # when thresholds were given
+    warnings: tuple[str, ...] = ()  # what makes the runs unlike (``machine_warnings``)
 
 
 # Figures a --fail-if condition may name: RunMetrics' numbers, and the speed-up over the first.
@@ -165,10 +171,12 @@ def gate(
         for text, metric, op, limit in parsed:
             value = diff.speedup if metric == "speedup" else getattr(run.metrics, metric)
             if value is None:
-                checks.append(Check(run.label, text, None, True, f"{metric} is not measured"))
+                why = f"cannot test: {metric} is not measured"
+                checks.append(Check(run.label, text, None, True, why))
                 continue
             met = _OPS[op](float(value), limit)
-            checks.append(Check(run.label, text, float(value), met, f"{metric} = {value:.6g}"))
+            why = f"{'yes' if met else 'no'}: {metric} = {value:.6g}"
+            checks.append(Check(run.label, text, float(value), met, why))
     return Gate(tuple(checks))
 
 
@@ -180,8 +188,17 @@ def _slower_check(run: Run, diff: Difference, first: RunMetrics, pct: float) -> 
     slowdown = (1 / diff.speedup - 1) * 100  # time per step, against the first run's
     beyond = diff.verdict == "slower"
     failed = beyond and slowdown > pct
-    noise = f"slower beyond noise (p={diff.p_value:.2g})" if beyond else diff.verdict
-    return Check(run.label, what, slowdown, failed, f"time per step {slowdown:+.1f}%, {noise}")
+    # The answer to the check's question first, then the figure and the test behind it.
+    figure = f"time per step {slowdown:+.1f}%"
+    if failed:
+        why = f"yes: {figure}, slower beyond noise, p={diff.p_value:.2g}"
+    elif beyond:
+        why = f"no: {figure}, slower beyond noise, p={diff.p_value:.2g}, but not over {pct:g}%"
+    elif diff.verdict == "faster":
+        why = f"no: {figure}, faster beyond noise, p={diff.p_value:.2g}"
+    else:
+        why = f"no: {figure}, within noise, p={diff.p_value:.2g}"
+    return Check(run.label, what, slowdown, failed, why)
 
 
 def difference(first: RunMetrics, other: RunMetrics) -> Difference:
@@ -228,7 +245,20 @@ def compare_runs(runs: list[Run]) -> Comparison:
         raise InputError("compare needs two runs or more; give traces, run folders or history ids")
     first = runs[0].metrics
     diffs = (None,) + tuple(difference(first, r.metrics) for r in runs[1:])
-    return Comparison(runs=tuple(runs), differences=diffs)
+    return Comparison(runs=tuple(runs), differences=diffs, warnings=machine_warnings(runs))
+
+
+def machine_warnings(runs: list[Run]) -> tuple[str, ...]:
+    """A warning when the runs' GPU work ran on different GPUs (``RunMetrics.gpus``; a run
+    that does not say is left out): a CPU run beside an H200 run, an H100 beside an H200."""
+    known = [(r.label, r.metrics.gpus) for r in runs if r.metrics.gpus]
+    if len({gpus for _, gpus in known}) < 2:
+        return ()
+    each = "; ".join(f"{label}: {gpus}" for label, gpus in known)
+    return (
+        f"the runs did not run on the same GPUs ({each}): their differences are the "
+        f"machines' as much as the code's; compare runs of one machine",
+    )
 
 
 def load_run(spec: str, *, history_path: Path | None = None, analyze_options=None) -> Run:

@@ -193,6 +193,7 @@ _COLUMNS = {
     "top_gain_ratio": float,
     "step_wall_ns": str,
     "step_timing": str,
+    "gpus": str,
 }
 _SQL_TYPES = {int: "INTEGER", float: "REAL", str: "TEXT"}
 
@@ -314,6 +315,7 @@ def _entry(row: dict) -> Entry | None:
         top_recommendation=_name(row.get("top_recommendation")),
         step_wall_ns=tuple(walls),
         step_timing=timing if timing in STEP_TIMINGS else CPU_RANGE,
+        gpus=_name(row.get("gpus")) or "",
         **{f: figure(f, row.get(f)) for f in FIGURES if f != "step_wall_ns"},
     )
     paths = _json(row.get("paths"), dict)
