@@ -94,6 +94,7 @@ from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
 FIXED_WINDOWS = 10
+EQUAL_WINDOWS = "equal windows"  # how ``windows`` begins without steps
 # Without steps, a top-level NVTX range of the thread driving the GPU that occurs once, leaves
 # at least ``STARTUP_LEAVES`` of the GPU work's span after it and is named like start-up is
 # start-up: the windows begin after it.
@@ -281,6 +282,11 @@ class Account:
     def bucket(self, name: str) -> Bucket | None:
         return next((b for b in self.buckets if b.name == name), None)
 
+    @property
+    def stepped(self) -> bool:
+        """Windows are the loop's steps, not equal windows over the GPU work."""
+        return not self.windows.startswith(EQUAL_WINDOWS)
+
     def ns(self, name: str) -> int:
         b = self.bucket(name)
         return b.total_ns if b else 0
@@ -402,7 +408,7 @@ class _ProcessDevice:
             op_s, op_e = self.ops["start"][later], self.ops["end"][later]
             self.win_s, self.win_e = _fixed_windows(op_s, op_e)
             self.win_names = np.array([f"window {i}" for i in range(self.win_s.size)])
-            self.windows = "equal windows over the GPU work, no step range"
+            self.windows = f"{EQUAL_WINDOWS} over the GPU work, no step range"
             self.before_ns = max(0, begin - first) if len(self.ops) else 0
         stepped = steps is not None and steps.count
         wall = self.win_e - self.win_s
@@ -434,7 +440,8 @@ class _ProcessDevice:
             # Named like start-up, any number of times ('init_model' for a teacher and a
             # student), every one of them over by then.
             late = np.bincount(codes, weights=ends > by, minlength=len(cats))[codes] > 0
-            words = np.array([bool(re.search(STARTUP_WORDS, str(cats[c]))) for c in codes])
+            words = np.array([bool(re.search(STARTUP_WORDS, str(c))) for c in cats.tolist()])
+            words = words[codes] if words.size else np.zeros(codes.size, dtype=bool)
             chosen = words & ~late
         else:
             chosen = np.bincount(codes, minlength=len(cats))[codes] == 1
@@ -819,7 +826,7 @@ class _ProcessDevice:
                 self.win_s,
                 self.win_e,
                 self.win_names,
-                stepped=self.windows.startswith("NVTX"),
+                stepped=not self.windows.startswith(EQUAL_WINDOWS),
             )
         steps = tuple(
             AccountStep(

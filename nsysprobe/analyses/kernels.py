@@ -175,12 +175,16 @@ def _slowdown(start, corr, name, dur, steps) -> float:
     step, name, dur = step[order], name[order], dur[order]
     first = np.searchsorted(step, step)  # each kernel's step's first row
     place = np.arange(step.size) - first
-    _, group = np.unique(np.stack([name, place]), axis=1, return_inverse=True)
+    _, name_code = np.unique(name, return_inverse=True)
+    _, group = np.unique(name_code.ravel() * (place.max() + 1) + place, return_inverse=True)
     group = group.ravel()
-    excess = 0.0
-    for g in np.flatnonzero(np.bincount(group) >= MIN_REPEATS).tolist():
-        d = dur[group == g]
-        excess += float(np.clip(d - np.median(d), 0, None).sum())
+    # Each group's median at once: durations sorted within groups, the middle one or two.
+    counts = np.bincount(group)
+    ordered = dur[np.lexsort((dur, group))]
+    begin = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    median = (ordered[begin + (counts - 1) // 2] + ordered[begin + counts // 2]) / 2
+    repeated = counts[group] >= MIN_REPEATS
+    excess = float(np.clip(dur - median[group], 0, None)[repeated].sum())
     return excess / float(dur.sum()) if dur.sum() else 0.0
 
 

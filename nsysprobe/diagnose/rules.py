@@ -282,6 +282,12 @@ def _host_optimizer(a: Account) -> bool:
     return not input_pipeline(a) and bool(names) and bool(re.search(OPTIMIZER_WORDS, names[0]))
 
 
+def _loading_has_a_rule(a: Account) -> bool:
+    """``loading`` and ``loader_wait`` are read by multiprocess_loading or cpu_optimizer;
+    else the thread's own code and OS calls take them (cpu_overhead, os_runtime_stall)."""
+    return input_pipeline(a) or _host_optimizer(a)
+
+
 def _loading(ev: Evidence, a: Account) -> Recommendation | None:
     if not input_pipeline(a):
         return None  # host work before an upload that is not the step's input: see _cpu
@@ -589,7 +595,7 @@ def _launch(ev: Evidence, a: Account) -> Recommendation | None:
 
 def _cpu(ev: Evidence, a: Account) -> Recommendation | None:
     # With no input pipeline in the trace, the code before an upload is the thread's own work.
-    names = ("cpu",) if input_pipeline(a) or _host_optimizer(a) else ("cpu", "loading")
+    names = ("cpu",) if _loading_has_a_rule(a) else ("cpu", "loading")
     details = sorted(
         (d for n in names if (b := a.bucket(n)) for d in b.details), key=lambda d: -d.ns
     )
@@ -614,8 +620,9 @@ def _cpu(ev: Evidence, a: Account) -> Recommendation | None:
 
 def _os(ev: Evidence, a: Account) -> Recommendation | None:
     # Blocking calls before an upload wait for a loader only where there is one.
-    loader = input_pipeline(a) or _host_optimizer(a)
-    names = ("os_call", "os_wait") if loader else ("os_call", "os_wait", "loader_wait")
+    names = (
+        ("os_call", "os_wait") if _loading_has_a_rule(a) else ("os_call", "os_wait", "loader_wait")
+    )
     return _rec(
         a,
         "os_runtime_stall",
@@ -789,8 +796,7 @@ def _startup(a: Account) -> Recommendation | None:
     parts = []
     if a.startup_before_ns:
         where = f" (in '{a.startup_range}', an NVTX range run once)" if a.startup_range else ""
-        stepped = not a.windows.startswith("equal windows")
-        first = "before the first step" if stepped else "at the start, before the windows"
+        first = "before the first step" if a.stepped else "at the start, before the windows"
         parts.append(
             f"GPU work {first}{where} spans {_ms(a.startup_before_ns)}: model "
             "construction, weight upload or compilation"

@@ -101,8 +101,9 @@ def check_min_gap_ms(value: float) -> float:
 
 def _kernels(events, main) -> KernelsResult:
     """The main account's kernels by class, set against themselves over its steady steps
-    (steps of the loop only: equal windows do not repeat a loop's kernels)."""
-    if main.windows.startswith("equal windows"):
+    (of the steps it lists, ``STEP_ROWS_LISTED``; steps of the loop only: equal windows do
+    not repeat a loop's kernels)."""
+    if not main.stepped:
         return analyze_kernels(events, main.pid, main.device_id)
     steady = [s for s in main.steps if not s.startup and not s.final]
     starts = np.array([s.start_ns for s in steady], dtype=np.int64)

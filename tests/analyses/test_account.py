@@ -58,13 +58,6 @@ H200 = sorted(p.name for p in SAMPLE_TRACES.glob("h200_*.sqlite"))
 SHARED = ["nsysai_mfu_2gpu_before_nsys2026.2.sqlite", "cs336_h100_train_nsys2023.4.sqlite"]
 
 
-def sql(path: Path, text: str) -> list[tuple]:
-    return query(path, text)
-
-
-PID_SQL = GLOBAL_PID
-
-
 def real_trace(name: str) -> Path:
     return SAMPLE_TRACES / name if name in H200 else shared_trace(name)
 
@@ -1057,13 +1050,13 @@ def test_one_rank_nccl_copies_are_communication_named_by_their_range():
     issued = nccl_issued(path)
     copies = [
         (s, e)
-        for pid, corr, s, e in sql(
+        for pid, corr, s, e in query(
             path,
-            f"SELECT {PID_SQL}, correlationId, start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+            f"SELECT {GLOBAL_PID}, correlationId, start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY",
         )
         if (pid, corr) in issued
     ]
-    names = sql(
+    names = query(
         path,
         "SELECT DISTINCT coalesce(n.text, s.value) FROM NVTX_EVENTS n "
         "LEFT JOIN StringIds s ON s.id = n.textId JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
@@ -1072,7 +1065,7 @@ def test_one_rank_nccl_copies_are_communication_named_by_their_range():
         "WHERE n.domainId = 1 AND n.eventType = 59",
     )
     assert len(copies) == 8 and names == [("ncclAllGather",)]
-    assert not sql(
+    assert not query(
         path,
         "SELECT 1 FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
         "WHERE s.value LIKE 'nccl%'",
