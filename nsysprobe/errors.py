@@ -33,8 +33,16 @@ class CaptureError(NsysprobeError):
     """Profiling, importing or exporting with nsys failed."""
 
 
+class MissingDependency(NsysprobeError, ImportError):
+    """An optional package a feature needs is not installed; the message names the extra."""
+
+
 class TopologyError(NsysprobeError):
     """The CPU/NUMA/GPU topology could not be read or planned for."""
+
+
+class InstallError(NsysprobeError):
+    """Installing Nsight Systems (``nsysprobe doctor --install``) failed."""
 
 
 class ImporterLoadError(CaptureError):

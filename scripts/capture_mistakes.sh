@@ -14,7 +14,8 @@
 #            (tf32, a CUDA graph); bursty_loader is slow_loader.py --workers 4 (batches in fours)
 #            the pathologies and loops of issues 31 and 32, each its own script: cpu_optimizer
 #            checkpoint worker_respawn host_postprocess cudnn_autotune gc_collect periodic_eval
-#            copy_bound offload_inference init_in_capture
+#            copy_bound offload_inference init_in_capture; loops never seen by those issues'
+#            rules, to try them on: grad_accumulation weight_histograms val_respawn
 #   PYTHON   interpreter with torch, torchvision and nvtx<0.2.12 (default python3)
 #   STEPS    profiled steps per workload (default 20); WARMUP unprofiled steps first (default 5)
 #   RUN_ARGS extra options for nsysprobe run; WORKLOAD_ARGS for every workload
@@ -39,7 +40,7 @@ for name in "${names[@]}"; do
         readback | dtoh_numpy | empty_cache | tiny_layers | slow_loader | python_overhead | \
             compute_bound | cpu_optimizer | checkpoint | worker_respawn | host_postprocess | \
             cudnn_autotune | gc_collect | periodic_eval | copy_bound | offload_inference | \
-            init_in_capture) ;;
+            init_in_capture | grad_accumulation | weight_histograms | val_respawn) ;;
         tiny_layers_graph) script=tiny_layers extra=(--cuda-graph) ;;
         gpu_bound_fp32 | gpu_bound_tf32 | gpu_bound_bf16)
             script=gpu_bound extra=(--precision "${name#gpu_bound_}")

@@ -3,7 +3,8 @@
 #   .venv/        the package with its test tools and the workloads' torch/torchvision/nvtx
 #   .nsys/        Nsight Systems 2023.4.4 from Debian's non-free packages, only when no usable
 #                 nsys is found ($NSYSPROBE_NSYS_HOME overrides the folder)
-# System apt sources are never touched: apt-get reads a sources file of its own in a temp folder.
+# System apt sources are never touched: apt-get reads a sources file of its own in a temp folder
+# (nsysprobe doctor --install, which users of the installed package run too).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,58 +48,10 @@ if [ -n "$found" ]; then
     exit 0
 fi
 
-arch="$(dpkg --print-architecture 2>/dev/null || true)"
-if [ "$arch" != amd64 ]; then
-    say "no nsys found and Debian ships Nsight Systems only for amd64 (this is '${arch:-not Debian}');"
-    say "install it from https://developer.nvidia.com/nsight-systems and pass --nsys PATH or set NSYS"
-    exit 1
-fi
-
-say "no usable nsys found; installing Nsight Systems $NSYS_VERSION from Debian non-free into $nsys_home"
+# One installer for set-up and users alike: nsysprobe doctor --install (nsysprobe/capture/
+# install.py) downloads the packages with a private apt sources list, unpacks them with dpkg -x
+# into $nsys_home/<version>/, gives the importer the libssh it needs, then runs the checks.
+say "no usable nsys found; installing Nsight Systems $NSYS_VERSION into $nsys_home"
 started=$(date +%s)
-mkdir -p "$nsys_home"
-work="$(mktemp -d "$nsys_home/.download.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/sources" "$work/lists/partial" "$work/cache/archives/partial" "$work/debs" "$work/x"
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-# libssh-4 comes from this machine's own Debian release so that it links against its libc.
-codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
-# The Debian mirror this machine already uses (or $NSYSPROBE_DEBIAN_MIRROR).
-mirror="${NSYSPROBE_DEBIAN_MIRROR:-$(
-    { sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null
-      sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' \
-          /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-    } | tr ' ' '\n' | grep -m1 '/debian/\?$' || true)}"
-if [ -z "$mirror" ]; then
-    say "no Debian mirror found in the apt sources; set NSYSPROBE_DEBIAN_MIRROR to one"
-    exit 1
-fi
-cat >"$work/sources/nsysprobe.list" <<LIST
-deb [signed-by=$keyring] $mirror trixie non-free
-deb [signed-by=$keyring] $mirror $codename main
-LIST
-apt_opts=(-q -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$work/sources"
-    -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache"
-    -o "APT::Sandbox::User=$(id -un)")
-say "apt-get update (private sources list: trixie non-free, $codename main)"
-apt-get "${apt_opts[@]}" update >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; exit 1; }
-say "downloading nsight-systems, nsight-systems-target (about 190 MB) and libssh-4"
-(cd "$work/debs" && apt-get "${apt_opts[@]}" download nsight-systems nsight-systems-target \
-    "libssh-4/$codename") >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; exit 1; }
-say "unpacking"
-for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$work/x"; done
-
-stage="$work/$NSYS_VERSION"
-mkdir -p "$stage"
-mv "$work/x/usr/lib/nsight-systems/host-linux-x64" "$stage/host-linux-x64"
-mv "$work/x/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64" "$stage/target-linux-x64"
-# The package's libssh.so points at a libssh.so.4 that is not in the package: without a real
-# one QdstrmImporter cannot load and every capture stops at a .qdstrm.
-rm -f "$stage/host-linux-x64/libssh.so" "$stage/host-linux-x64/libssh.so.4"
-cp -L "$work/x/usr/lib/x86_64-linux-gnu/libssh.so.4" "$stage/host-linux-x64/libssh.so.4"
-ln -s libssh.so.4 "$stage/host-linux-x64/libssh.so"
-
-rm -rf "${nsys_home:?}/$NSYS_VERSION"
-mv "$stage" "$nsys_home/$NSYS_VERSION"
-"$nsys_home/$NSYS_VERSION/target-linux-x64/nsys" --version
-say "installed $nsys_home/$NSYS_VERSION/target-linux-x64/nsys in $(($(date +%s) - started)) s"
+NSYSPROBE_NSYS_HOME="$nsys_home" .venv/bin/python -m nsysprobe doctor --install
+say "installed in $(($(date +%s) - started)) s"

@@ -2,7 +2,8 @@
 this checkout, installed into a fresh venv with its ``workloads`` extra, run from an empty
 directory with the repository nowhere on the path. ``nsysprobe ladder``, ``nsysprobe run
 --rung`` and ``nsysprobe analyze`` must work there, under the nsys that set-up installs, and
-the wheel must hold the workloads and neither tests nor sample traces."""
+the wheel must hold the workloads and neither tests nor sample traces. Without nsys, what it
+prints must lead to a profiled, diagnosed run."""
 
 from __future__ import annotations
 
@@ -81,6 +82,52 @@ def run_installed(bin_dir: Path, cwd: Path, *args: str, timeout: int = 600):
         text=True,
         timeout=timeout,
     )
+
+
+def test_without_nsys_what_it_prints_leads_to_a_diagnosed_run(installed, tmp_path):
+    """A machine with no nsys and no repository (issue 34): the installed package says how
+    to get Nsight Systems; doing what it says, then the same command, profiles and diagnoses.
+    nsysprobe doctor --install downloads Nsight Systems from Debian's mirror (about 190 MB)."""
+    bin_dir, empty, _ = installed
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "NSYS", "NSYS_HOME", "NSYSPROBE_NSYS_HOME")
+    }
+    env["PATH"] = os.pathsep.join([str(bin_dir), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    home = tmp_path / "data" / "nsysprobe" / "nsys"
+
+    def nsysprobe(*args: str):
+        return subprocess.run(
+            [str(bin_dir / "nsysprobe"), *args],
+            cwd=empty,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    tiny = ["--device", "cpu", "--image-size", "32", "--batch-size", "4", "--steps", "2"]
+    command = ["run", "--rung", "baseline", *tiny, "--warmup", "1", "--output", "alone"]
+    first = nsysprobe(*command)
+    assert first.returncode == 2, first.stderr[-3000:]
+    [line] = first.stderr.splitlines()
+    assert line.startswith("nsysprobe: error: no nsys found (looked in PATH, ")
+    assert "scripts/setup.sh" not in line and str(home) in line
+    fix = re.search(r"`(nsysprobe [^`]+)`", line).group(1)
+    assert fix == "nsysprobe doctor --install"
+
+    installed_now = nsysprobe(*fix.split()[1:])
+    assert installed_now.returncode == 0, installed_now.stdout + installed_now.stderr[-3000:]
+    assert f"installed nsys 2023.4.4.54-234433681190v0 at {home}/" in installed_now.stderr
+
+    then = nsysprobe(*command)
+    assert then.returncode == 0, then.stderr[-3000:]
+    assert (empty / "alone" / "report.sqlite").is_file()
+    # On a machine without a GPU: the steps on the CPU, and the capture's verdict.
+    assert "\nVERDICT: " in then.stdout and "step range 'Batch #'" in then.stdout
+    assert then.stderr.splitlines()[-1] == "nsysprobe: run files in alone"
 
 
 def test_the_wheel_holds_the_workloads_and_no_tests_or_traces(installed):

@@ -57,12 +57,23 @@ thread waited in the chain's calls (without the drains, that much host work woul
 overlapped the GPU's queued work, and no more); the rest keeps its own cause. Each
 bucket keeps the names behind it (API calls, OS calls, NVTX ranges) as details.
 Medians are over steps; shares are of the summed wall time of the steps.
+
+**Periodic steps.** Steady steps made long by an event every N steps (a checkpoint, an
+evaluation, logging: ``windows.periodic_steps``) are counted twice over, once each way, so
+that every cause is weighed once: ``Account.buckets`` hold every steady step's time as it
+was; ``Account.periodic`` splits the same time into the other steps' buckets as if every step
+were one of them (``normal_buckets``: their totals scaled to all the steady steps) and what
+the periodic steps took beyond that (``excess``), with the NVTX ranges run only in them. The
+rules read the first split, and the periodic event's own rule the second. A rhythm of the
+input pipeline (a new epoch's workers, a loader's burst: the excess mostly ``loading`` and
+``loader_wait`` and starting worker processes, in no NVTX range of the periodic steps' own)
+is the input's, not a periodic event.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import SimpleNamespace
 
@@ -86,9 +97,16 @@ from nsysprobe.analyses.events import (
     per_distinct,
     sweep,
 )
-from nsysprobe.analyses.gaps import LAUNCH_APIS, SLOW_LAUNCH_NS, SYNC_APIS, osrt_category
+from nsysprobe.analyses.gaps import (
+    BIRTH_CALLS,
+    LAUNCH_APIS,
+    SLOW_LAUNCH_NS,
+    SYNC_APIS,
+    osrt_category,
+)
 from nsysprobe.analyses.steps import find_steps
-from nsysprobe.analyses.windows import STARTUP_WORDS, StepWindows, steady_steps
+from nsysprobe.analyses.windows import STARTUP_WORDS, StepWindows, periodic_steps, steady_steps
+from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Labels, Table, by_count, descending, ranked
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
@@ -159,6 +177,10 @@ _SYNC, _COPY, _ALLOC, _LAUNCH, _OTHER, _MODULE = range(6)
 _DRAINING = (_SYNC, _COPY, _ALLOC)
 # What a thread was doing at a moment of idle (``_thread_states``).
 _OWN, _OS_WAIT, _OS_CALL, _API = 0, 1, 2, 10
+# OS calls that give memory back (a pageable copy's source buffer, freed after it).
+_RELEASE = re.compile(r"(?:munmap|madvise|mremap)")
+PAGEABLE_HTOD = "memcpy HtoD Pageable"
+AFTER_PAGEABLE = "(before a pageable copy)"
 _CATEGORY_CAUSE = {
     _SYNC: "sync",
     _COPY: "blocking_copy",
@@ -235,7 +257,43 @@ class Readbacks:
 
 
 @dataclass(frozen=True)
-class Account:
+class PeriodicSteps:
+    """An event every ``period`` steady steps that made those steps long (module docstring)."""
+
+    period: int
+    steps: tuple[str, ...]  # the periodic steps' names, in order
+    occurrences: tuple[str, ...]  # each occurrence's first step (one may spill into the next)
+    typical_wall_ns: int  # the median of the other steady steps
+    median_wall_ns: int  # the median of the periodic steps
+    excess_ns: int  # the periodic steps' time beyond the other steps' mean, summed
+    excess_busy_ns: int
+    excess_idle_ns: int
+    excess_buckets: tuple[Detail, ...]  # per bucket the time beyond the others', largest first
+    ranges: tuple[Detail, ...]  # NVTX ranges of the step thread run only in these steps
+    details: tuple[Detail, ...]  # the idle details of these steps, largest first
+    # The other steady steps' buckets, scaled to all the steady steps, and what overlap could
+    # hide in them scaled the same way (``Account.hideable_ns``).
+    normal_buckets: tuple[Bucket, ...] = ()
+    normal_hideable_ns: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IdleSpans:
+    """Idle pieces of the steady steps in time order: [start, end) and the index of the
+    cause in ``IDLE_CAUSES``."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    cause: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start_ns.size)
+
+
+@dataclass(frozen=True)
+class Account(Tables):
+    TABLES = {"buckets": Bucket, "steps": (AccountStep, "buckets")}
+
     pid: int
     device_id: int
     thread: str  # the step thread, or the thread issuing most kernels without steps
@@ -278,9 +336,23 @@ class Account:
     # The steady steps' host-to-device copy time by the NVTX range its call was issued in.
     copy_ranges: tuple[Detail, ...] = ()
     htod: HtodCopies = field(default_factory=HtodCopies)
+    # Only when asked for (``analyze_account(idle_spans=True)``): the steady steps' idle
+    # pieces with their causes, for what held the thread then (``python_frames``); not part
+    # of the JSON.
+    idle_spans: IdleSpans | None = None
+    periodic: PeriodicSteps | None = None
+    thread_id: int = -1  # the globalTid of ``thread``; -1 when no thread is known
 
     def bucket(self, name: str) -> Bucket | None:
         return next((b for b in self.buckets if b.name == name), None)
+
+    def normal_view(self) -> Account:
+        """This account as the rules weigh it: with periodic steps, their excess apart
+        (``PeriodicSteps.normal_buckets``); else itself."""
+        p = self.periodic
+        if p is None:
+            return self
+        return replace(self, buckets=p.normal_buckets, hideable_ns=p.normal_hideable_ns)
 
     @property
     def stepped(self) -> bool:
@@ -310,7 +382,9 @@ class CommunicationOps:
 
 
 @dataclass(frozen=True)
-class AccountResult:
+class AccountResult(Tables):
+    TABLES = {"accounts": Account}
+
     accounts: tuple[Account, ...]
     primary: int  # the account the verdict reads: the one with the most GPU busy time
     left_out: int = 0  # (process, GPU) pairs past MAX_ACCOUNTS, with the least GPU work
@@ -324,7 +398,11 @@ _FIND = object()
 
 
 def analyze_account(
-    events: Events, step_range: str | None = None, *, steps: StepWindows | None | object = _FIND
+    events: Events,
+    step_range: str | None = None,
+    *,
+    steps: StepWindows | None | object = _FIND,
+    idle_spans: bool = False,
 ) -> AccountResult:
     """One account per (process, GPU) with GPU work; see the module docstring.
 
@@ -360,6 +438,7 @@ def analyze_account(
         for p, dev in pairs:
             if p == pid:
                 work = _ProcessDevice(events, pid, dev, found, loaders, issued.get(pid))
+                work.keep_spans = idle_spans
                 accounts.append(work.account())
                 del work
         del found  # a process's copy of its ranges: not held while the next one is found
@@ -415,6 +494,16 @@ class _ProcessDevice:
         # The steady steps; the start-up ones before them and one-time final ones after.
         self.steady = steady_steps(wall) if stepped else slice(0, wall.size)
         self.startup = self.steady.start
+        self.keep_spans = False
+        self._pageable: dict[int, np.ndarray] = {}
+        # The steps of a periodic event among the steady ones (``periodic_steps``).
+        self.period = 0
+        self.periodic = np.zeros(wall.size, dtype=bool)
+        found = periodic_steps(wall[self.steady]) if stepped else None
+        if found is not None:
+            self.period = found[0]
+            self.periodic[self.steady.start + found[1]] = True
+        self.periodic_details: dict[tuple[int, str], int] = {}
 
     def _once_range(self, before: int | None, named: bool) -> tuple[str, int]:
         """A top-level range of the thread driving the GPU (``_home_thread``) that ends after
@@ -691,8 +780,20 @@ class _ProcessDevice:
         self._sum_into(table, details, seg_s, seg_e, seg_k, None, None)
         del seg_s, seg_e, seg_k, busy_u
         readback_bytes, texts, pieces = self._idle_pieces(idle_s, idle_e, hi)
+        # The steady steps' pieces, kept when asked for (``Account.idle_spans``).
+        kept: list[tuple[np.ndarray, ...]] = [(np.empty(0, np.int64),) * 3]
+        steady_s, steady_e = self.win_s[self.steady], self.win_e[self.steady]
+        lo_s = int(steady_s[0]) if steady_s.size else hi
+        hi_s = int(steady_e[-1]) if steady_s.size else hi
         for p_s, p_e, cause, detail in pieces:
             self._sum_into(table, details, p_s, p_e, cause + len(busy_names), detail, texts)
+            if self.keep_spans:
+                inside = (p_e > lo_s) & (p_s < hi_s)
+                kept.append((p_s[inside], p_e[inside], cause[inside]))
+        spans = None
+        if self.keep_spans:
+            s_, e_, c_ = (np.concatenate(x) for x in zip(*kept))
+            spans = IdleSpans(np.clip(s_, lo_s, None), np.clip(e_, None, hi_s), c_)
         wall = self.win_e - self.win_s
         return self._result(
             labels,
@@ -704,6 +805,7 @@ class _ProcessDevice:
             busy_names,
             readback_bytes,
             free,
+            spans,
         )
 
     def _per_window(self, u: iv.Intervals) -> np.ndarray:
@@ -753,18 +855,23 @@ class _ProcessDevice:
         codes = detail[origin]
         steady = (w >= self.steady.start) & (w < self.steady.stop)
         named = (codes >= 0) & steady  # the steady steps' details only
-        if not named.any():
-            return
+        periodic = self.periodic[w]
         n_t = len(texts.texts)
-        key = bucket[origin][named] * n_t + codes[named]
-        sums = np.bincount(key, weights=dur[named])
-        for k in np.flatnonzero(np.bincount(key)).tolist():
-            b, text = divmod(k, n_t)
-            name = texts.texts[text]
-            details[(b, name)] = details.get((b, name), 0) + int(sums[k])
+        for into, these in (
+            (details, named & ~periodic),
+            (self.periodic_details, named & periodic),
+        ):
+            if not these.any():
+                continue
+            key = bucket[origin][these] * n_t + codes[these]
+            sums = np.bincount(key, weights=dur[these])
+            for k in np.flatnonzero(np.bincount(key)).tolist():
+                b, text = divmod(k, n_t)
+                name = texts.texts[text]
+                into[(b, name)] = into.get((b, name), 0) + int(sums[k])
 
     def _result(
-        self, labels, n_busy, table, wall, details, layers, busy_names, rb, free
+        self, labels, n_busy, table, wall, details, layers, busy_names, rb, free, spans=None
     ) -> Account:
         # Every total is the steady steps': the start-up steps are listed, and counted apart.
         k, sl = self.startup, self.steady
@@ -775,30 +882,13 @@ class _ProcessDevice:
         # that spans more than a whole step.
         stepped = self.steps is not None and self.steps.count
         before = self.before_ns if not stepped or self.before_ns > longest else 0
-        buckets = []
-        by_bucket = _details_by_bucket(details)
-        for b, name in enumerate(labels):
-            total = int(steady[:, b].sum())
-            if not total:
-                continue
-            buckets.append(
-                Bucket(
-                    name=name,
-                    kind="busy" if b < n_busy else "idle",
-                    total_ns=total,
-                    median_ns=int(np.median(steady[:, b])),
-                    share_ratio=total / total_wall if total_wall else 0.0,
-                    details=by_bucket.get(b, ()),
-                )
-            )
-        buckets.sort(key=lambda x: (x.kind != "busy", -x.total_ns))
+        periodic = self._periodic(labels, n_busy, steady, details, free)
+        every = dict(details)  # the steady steps' details, the periodic ones' too
+        for key, ns in self.periodic_details.items():
+            every[key] = every.get(key, 0) + ns
+        buckets = _buckets(labels, n_busy, steady, total_wall, _details_by_bucket(every))
         busy_total = int(steady[:, :n_busy].sum())
-        # Overlap hides exposed work only under compute not already running under it.
-        hideable = {
-            name: int(np.minimum(steady[:, b], free[name][sl]).sum()) if name in free else 0
-            for b, name in enumerate(labels[:n_busy])
-            if name not in (COMPUTE, MEMSET) and steady[:, b].any()
-        }
+        hideable = _hideable(labels[:n_busy], steady, free, sl)
         comm_ns = overlapped = 0
         comm_w = np.zeros(wall.size, dtype=np.int64)
         exposed_w = comm_w
@@ -850,6 +940,7 @@ class _ProcessDevice:
             pid=self.pid,
             device_id=self.dev,
             thread=self.ev.thread_label(self._home_thread()),
+            thread_id=self._home_thread(),
             windows=self.windows,
             step_count=int(steady_wall.size),
             wall_ns=total_wall,
@@ -879,7 +970,100 @@ class _ProcessDevice:
             copy_ranges=self._copy_ranges(),
             htod=self._htod_copies(),
             startup_range=self.startup_range if before else "",
+            idle_spans=spans,
+            periodic=periodic,
         )
+
+    def _periodic(self, labels, n_busy, steady, details, free) -> PeriodicSteps | None:
+        """The periodic event's split of the steady steps (module docstring), or None."""
+        if not self.period:
+            return None
+        sl = self.steady
+        per = self.periodic[sl]
+        n, n_p = per.size, int(per.sum())
+        others = steady[~per]
+        excess = steady[per].sum(axis=0) - n_p * others.mean(axis=0)
+        total = float(excess.sum())
+        inputs = sum(float(excess[labels.index(x)]) for x in ("loading", "loader_wait"))
+        # Starting worker processes is the input's too (a new epoch's DataLoader).
+        inputs += sum(ns for (_, name), ns in self.periodic_details.items() if name in BIRTH_CALLS)
+        ranges = self._periodic_ranges()
+        # Waiting for the input, in no range of its own: the input pipeline's rhythm (a new
+        # epoch's workers, a loader's burst), not a periodic event of the loop.
+        if total <= 0 or (inputs > total / 2 and not ranges):
+            return None
+        scale = n / (n - n_p)
+        wall = steady.sum(axis=1)
+        scaled = {key: int(ns * scale) for key, ns in details.items()}
+        spent = _details_by_bucket(self.periodic_details)
+        idle_details = sorted(
+            (
+                Detail(f"{d.name} ({labels[b]})", d.ns)
+                for b, ds in spent.items()
+                if b >= n_busy
+                for d in ds
+            ),
+            key=lambda d: -d.ns,
+        )
+        grew = [Detail(labels[b], int(x)) for b, x in enumerate(excess.tolist()) if x >= 1]
+        return PeriodicSteps(
+            period=self.period,
+            steps=tuple(str(x) for x in self.win_names[sl][per]),
+            occurrences=tuple(
+                str(x) for x in self.win_names[sl][per & ~np.concatenate([[False], per[:-1]])]
+            ),
+            typical_wall_ns=int(np.median(wall[~per])),
+            median_wall_ns=int(np.median(wall[per])),
+            excess_ns=int(total),
+            excess_busy_ns=int(excess[:n_busy].sum()),
+            excess_idle_ns=int(total) - int(excess[:n_busy].sum()),
+            excess_buckets=tuple(sorted(grew, key=lambda d: -d.ns)[:DETAILS_LISTED]),
+            ranges=ranges,
+            details=tuple(idle_details[:DETAILS_LISTED]),
+            normal_buckets=_buckets(
+                labels, n_busy, others, int(wall.sum()), _details_by_bucket(scaled), scale
+            ),
+            normal_hideable_ns={
+                k: int(v * scale)
+                for k, v in _hideable(labels[:n_busy], others, free, sl, ~per).items()
+            },
+        )
+
+    def _periodic_ranges(self) -> tuple[Detail, ...]:
+        """The step thread's NVTX ranges (numbers masked) that start in the CPU ranges of at
+        least half the periodic steps and of at most a tenth of the other steady steps: their
+        time in the periodic steps, largest first."""
+        nv, steps = self.ev.nvtx, self.steps
+        if not len(nv) or steps is None:
+            return ()
+        rows = np.flatnonzero(nv["globalTid"] == self._home_thread())
+        at = nv["start"][rows]
+        step = np.searchsorted(steps.cpu_start, at, side="right") - 1
+        ok = step >= 0
+        ok[ok] = at[ok] < steps.cpu_end[step[ok]]
+        ok &= (step >= self.steady.start) & (step < self.steady.stop)
+        rows, step = rows[ok], step[ok]
+        if not rows.size:
+            return ()
+        per = self.periodic[step]
+        n_p = int(self.periodic.sum())
+        n_o = self.steady.stop - self.steady.start - n_p
+        codes = nv["pattern"].codes[rows]
+        n_c = len(nv["pattern"].categories)
+        # Steps holding each name: distinct (name, step) pairs, counted per name and side.
+        pairs = np.unique(codes.astype(np.int64) * len(self.periodic) + step)
+        name, where = np.divmod(pairs, len(self.periodic))
+        in_p = np.bincount(name, weights=self.periodic[where], minlength=n_c)
+        in_o = np.bincount(name, weights=~self.periodic[where], minlength=n_c)
+        chosen = (2 * in_p >= n_p) & (in_o <= 0.1 * n_o)
+        keep = chosen[codes] & per
+        if not keep.any():
+            return ()
+        dur = (nv["end"][rows] - nv["start"][rows])[keep]
+        ns = np.bincount(codes[keep], weights=dur, minlength=n_c)
+        cats = nv["pattern"].categories
+        top = descending(ns)[:DETAILS_LISTED].tolist()
+        return tuple(Detail(str(cats[c]), int(ns[c])) for c in top if ns[c] > 0)
 
     def _home_thread(self) -> int:
         """The step thread; without steps, the process's main thread when it launches
@@ -974,7 +1158,7 @@ class _ProcessDevice:
             for thread in np.unique(f.tid[~f.queued]).tolist():
                 sel = np.flatnonzero(~f.queued & (f.tid == thread))
                 p_s, p_e, p_idx, state, detail = self._thread_states(
-                    calls[thread], i_s[sel], early_e[sel], texts
+                    calls[thread], i_s[sel], early_e[sel], texts, thread
                 )
                 g = sel[p_idx]  # the idle interval of each piece (in this run)
                 c = np.full(p_s.size, _CAUSE["cpu"], dtype=np.int64)
@@ -1013,7 +1197,25 @@ class _ProcessDevice:
                 drain_cause,
                 drain_detail,
                 spent,
+                in_range,
             )
+
+        own = np.array([_CAUSE[x] for x in ("cpu", "loading", "launch")])
+
+        def in_range(drain: np.ndarray, detail: np.ndarray, cause: np.ndarray) -> np.ndarray:
+            """The drain's detail, with the NVTX range its host work ran in when it was the
+            thread's own code: "after cudaFree in 'forward'"."""
+            ranged = np.isin(cause, own) & np.isin(detail, list(texts.ranges))
+            out = drain.copy()
+            if not ranged.any():
+                return out
+            n = len(texts.texts)  # grows as the new texts are coded
+            out[ranged] = per_distinct(
+                drain[ranged] * n + detail[ranged],
+                lambda k: texts.code(f"{texts.texts[k // n]} in '{texts.texts[k % n]}'"),
+                np.int64,
+            )
+            return out
 
         spent = [-1, 0]  # the chain of drains under way between runs, and its time so far
 
@@ -1044,8 +1246,8 @@ class _ProcessDevice:
         htod = copy_names.index("HtoD") if "HtoD" in copy_names else -2
         dtoh = copy_names.index("DtoH") if "DtoH" in copy_names else -2
         # The step's input: a host-to-device copy ends loading. With DataLoader workers in
-        # the report, only the step's first copy is its batch (the workers make the batches;
-        # later copies carry what the step's own code made).
+        # the report, only the step's first copy and those of its size carry batches (the
+        # workers make the batches; other copies carry what the step's own code made).
         is_input = copy_code == htod
         if self.loaders and self.step_thread is not None:
             is_input = self._first_htod(is_input)
@@ -1144,14 +1346,30 @@ class _ProcessDevice:
         call = first_row_of(self.runtime["correlationId"], self.ops["correlationId"])
         return call.astype(iv.index_type(len(self.runtime)), copy=False)
 
+    def _pageable_calls(self, thread: int) -> np.ndarray:
+        """Starts of the calls of ``thread`` that issued pageable host-to-device copies."""
+        if thread in self._pageable:
+            return self._pageable[thread]
+        kinds = self.ops["kind"]
+        names = kinds.categories.tolist()
+        if PAGEABLE_HTOD not in names:
+            return np.empty(0, np.int64)
+        call = self._op_calls[kinds.codes == names.index(PAGEABLE_HTOD)]
+        call = call[call >= 0]
+        rt = self.runtime
+        out = np.sort(rt["start"][call[rt["globalTid"][call] == thread]])
+        self._pageable[thread] = out
+        return out
+
     def _calls(self, thread: int) -> list[ThreadCalls]:
         """The thread's CUDA API calls, OS-runtime calls and NVTX ranges, to sweep."""
         return [ThreadCalls(df, thread) for df in (self.runtime, self.ev.osrt, self.ev.nvtx)]
 
     def _first_htod(self, is_htod: np.ndarray) -> np.ndarray:
-        """Per operation: is it the first host-to-device copy its step launched (from inside
-        the step's CPU range; a copy launched outside every step range: the first in its
-        window)?"""
+        """Per operation: does it carry a batch: is it the first host-to-device copy its step
+        launched (from inside the step's CPU range; a copy launched outside every step range:
+        the first in its window), or a copy of the same size as one of those (the next
+        micro-batch of a step that accumulates gradients)?"""
         htod = np.flatnonzero(is_htod)
         out = np.zeros(is_htod.size, dtype=bool)
         if not htod.size:
@@ -1168,7 +1386,8 @@ class _ProcessDevice:
         # Steps are 0 .. n-1; the windows' groups follow them (before the first window: n).
         group = np.where(inside, step, cpu_s.size + 1 + window)
         _, first = np.unique(group, return_index=True)
-        out[htod[first]] = True
+        nbytes = self.ops["bytes"][htod]
+        out[htod[np.isin(nbytes, nbytes[first])]] = True
         return out
 
     def _drain_episodes(
@@ -1229,7 +1448,7 @@ class _ProcessDevice:
         mine = np.flatnonzero((rt["globalTid"] == thread) & np.isin(rt["cat"], _DRAINING))
         return rt["start"][mine], rt["end"][mine], rt["cat"][mine], rt["api"].codes[mine]
 
-    def _thread_states(self, calls: list[ThreadCalls], s, e, texts: _Texts):
+    def _thread_states(self, calls: list[ThreadCalls], s, e, texts: _Texts, thread: int):
         """Split the intervals [s, e) (disjoint, sorted, after those of the last call) by what
         the thread of ``calls`` (``_calls``) was doing.
 
@@ -1269,6 +1488,20 @@ class _ProcessDevice:
 
             state[hit] = per_distinct(ids, os_state, np.int64)
             detail[hit] = per_distinct(ids, lambda i: texts.code(ev.name_of(i)), np.int64)
+            # Memory given back before a pageable copy of the thread: the last batch's
+            # source buffer (a pageable batch is freed to the OS, a pinned one kept by the
+            # caching host allocator), the copies' own cost, gone with pinned memory.
+            released = per_distinct(ids, lambda i: bool(_RELEASE.match(ev.name_of(i))), bool)
+            if released.any():
+                at = np.flatnonzero(hit)[released]
+                copies = self._pageable_calls(thread)
+                between = np.searchsorted(copies, mid[at]) < copies.size
+                at = at[between]
+                state[at] = _API + _COPY
+                name = ids[released][between]
+                detail[at] = per_distinct(
+                    name, lambda i: texts.code(f"{ev.name_of(i)} {AFTER_PAGEABLE}"), np.int64
+                )
             del ids
         free &= ~hit
         del hit
@@ -1276,6 +1509,7 @@ class _ProcessDevice:
             j = iv.innermost_cover(nv["start"], nv["end"], mid[free])
             named = texts.of_category(nv["pattern"], np.clip(j, 0, None))
             detail[free] = np.where(j >= 0, named, no_range)
+            texts.ranges.update(np.unique(named[j >= 0]).tolist())
         return p_s, p_e, idx[origin], state, detail
 
 
@@ -1285,6 +1519,7 @@ class _Texts:
     def __init__(self):
         self.texts: list[str] = []
         self._codes: dict[str, int] = {}
+        self.ranges: set[int] = set()  # the codes of NVTX range names
 
     def code(self, text: str | None) -> int:
         if text is None or text == "":
@@ -1328,6 +1563,42 @@ def _drains(draining: tuple[np.ndarray, ...], at: np.ndarray) -> tuple[np.ndarra
     return cats, apis, np.where(inside, s[j], at)
 
 
+def _buckets(labels, n_busy, rows, total_wall, by_bucket, scale=1.0) -> tuple[Bucket, ...]:
+    """The buckets of the steps ``rows`` (step x bucket), their totals times ``scale``:
+    busy kinds, then idle causes, each largest first."""
+    out = []
+    for b, name in enumerate(labels):
+        total = int(rows[:, b].sum() * scale)
+        if not total:
+            continue
+        out.append(
+            Bucket(
+                name=name,
+                kind="busy" if b < n_busy else "idle",
+                total_ns=total,
+                median_ns=int(np.median(rows[:, b])),
+                share_ratio=total / total_wall if total_wall else 0.0,
+                details=by_bucket.get(b, ()),
+            )
+        )
+    out.sort(key=lambda x: (x.kind != "busy", -x.total_ns))
+    return tuple(out)
+
+
+def _hideable(busy_names, rows, free, sl, of=None) -> dict[str, int]:
+    """Per busy kind, the most of it overlap could hide in the steps ``rows`` (the steady
+    steps ``sl``, or those of them where ``of``): under compute not already running under it."""
+    out = {}
+    for b, name in enumerate(busy_names):
+        if name in (COMPUTE, MEMSET) or not rows[:, b].any():
+            continue
+        room = free[name][sl] if name in free else None
+        if room is not None and of is not None:
+            room = room[of]
+        out[name] = int(np.minimum(rows[:, b], room).sum()) if room is not None else 0
+    return out
+
+
 def _details_by_bucket(details: dict[tuple[int, str], int]) -> dict[int, tuple[Detail, ...]]:
     """Per bucket, its ``DETAILS_LISTED`` largest details (ns per (bucket, detail text)):
     largest first, ties in the order ``descending`` leaves the texts sorted."""
@@ -1366,7 +1637,9 @@ def _overhead_first(overhead: iv.Intervals, s, e, c, d, k, nsys: int):
     return p_s, p_e, c, d, k[origin]
 
 
-def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail, spent):
+def _charge_drains(
+    s, e, c, d, episode, chain, budget, drain_cause, drain_detail, spent, named=None
+):
     """Charge each chain of drains with the host-side idle of its episodes, in time order, up
     to the time the thread waited inside its draining calls: without the drains, that much of
     the host work would have overlapped the GPU's queued work, and no more. Each piece goes
@@ -1374,7 +1647,8 @@ def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail
     keep their cause; a piece that straddles the limit is split there. ``s`` must be in time
     order; ``episode`` numbers the drains, ``drain_cause`` and ``drain_detail`` hold one value
     per drain. The pieces may come a run at a time: ``spent`` is [the chain under way when the
-    last run ended, the time it was charged so far], and is brought up to date."""
+    last run ended, the time it was charged so far], and is brought up to date. ``named``
+    (drain details, the pieces' details, their causes) -> the details the pieces take."""
     fixed = tuple(IDLE_CAUSES.index(x) for x in KEPT_AFTER_DRAINS)
     idx = np.flatnonzero((episode >= 0) & ~np.isin(c, fixed))
     if not idx.size:
@@ -1393,12 +1667,17 @@ def _charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail
     whole = before + dur <= budget
     part = ~whole & (before < budget)
     del cum, starts, group_base
+
     # c and d are the caller's to give: relabeled in place.
+    def detail_of(rows, drains):
+        given = drain_detail[drains]
+        return given if named is None else named(given, d[rows], c[rows])
+
+    d[idx[whole]] = detail_of(idx[whole], ep[whole])
     c[idx[whole]] = drain_cause[ep[whole]]
-    d[idx[whole]] = drain_detail[ep[whole]]
     if part.any():
         cut = s[idx[part]] + (budget[part] - before[part])
-        head = (cut, drain_cause[ep[part]], drain_detail[ep[part]])
+        head = (cut, drain_cause[ep[part]], detail_of(idx[part], ep[part]))
         s = np.concatenate([s, s[idx[part]]])
         e = np.concatenate([e, head[0]])
         c = np.concatenate([c, head[1]])

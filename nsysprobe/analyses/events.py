@@ -28,6 +28,7 @@ from nsysprobe.common.table import Groups, Labels, Table, by_count, concat
 from nsysprobe.trace.reader import (  # noqa: F401
     NO_ID,
     GpuInfo,
+    PythonSamples,
     Trace,
     UnusableIds,
     pid_of,
@@ -569,6 +570,11 @@ class Events:
 
     def name_of(self, string_id: int) -> str:
         return self.trace.strings.get(int(string_id), "<unknown>")
+
+    def python_samples(self, thread: int) -> PythonSamples:
+        """The Python sampling marks of one thread (a ``globalTid``) with their stacks, read
+        from the open Trace once, when an analysis asks."""
+        return self.trace.python_samples(thread)
 
     @property
     def thread_names(self) -> dict[int, str]:

@@ -47,6 +47,7 @@ from nsysprobe.analyses.events import (
     rows_overlapping,
     sweep,
 )
+from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, descending, first_seen
 from nsysprobe.trace.reader import pid_of
 
@@ -133,6 +134,12 @@ def api_category(name: str) -> str:
     return "cuda_other"
 
 
+# OS calls that start a process (a DataLoader worker, a subprocess).
+BIRTH_CALLS = frozenset(
+    {"fork", "vfork", "_Fork", "__fork", "clone", "clone3", "posix_spawn", "posix_spawnp"}
+)
+
+
 def osrt_category(name: str) -> str:
     """The gap state an OS-runtime call puts its thread in."""
     return "os_wait" if name in OS_WAITS else "os_call"
@@ -190,7 +197,15 @@ class CauseShare:
 
 
 @dataclass(frozen=True)
-class GapsResult:
+class GapsResult(Tables):
+    TABLES = {
+        "devices": DeviceActivity,
+        "longest": Gap,
+        "by_cause": CauseShare,
+        "by_state": IdleShare,
+        "by_range": IdleShare,
+    }
+
     min_gap_ns: int
     devices: tuple[DeviceActivity, ...]
     gap_count: int

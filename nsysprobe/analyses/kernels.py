@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses.events import Events
+from nsysprobe.common.frames import Tables
 from nsysprobe.trace.reader import pid_of
 
 TINY_NS = 10_000
@@ -94,7 +95,9 @@ class Lever:
 
 
 @dataclass(frozen=True)
-class KernelsResult:
+class KernelsResult(Tables):
+    TABLES = {"classes": KernelClass}
+
     pid: int
     device_id: int
     kernel_ns: int  # sum of kernel durations (not a union: streams may overlap)

@@ -19,6 +19,7 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, grouped_in_blocks, per_distinct
+from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, Table, descending
 
 ROWS_LISTED = 30
@@ -44,7 +45,9 @@ class OsrtFunction:
 
 
 @dataclass(frozen=True)
-class OsrtResult:
+class OsrtResult(Tables):
+    TABLES = {"rows": OsrtRow, "functions": OsrtFunction}
+
     rows: tuple[OsrtRow, ...]  # per function and thread, most time in gaps first, then total
     functions: tuple[OsrtFunction, ...]  # per function over all threads, largest total first
     call_count: int

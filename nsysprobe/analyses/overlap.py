@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsysprobe.analyses.events import Events
+from nsysprobe.common.frames import Tables
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class DeviceOverlap:
 
 
 @dataclass(frozen=True)
-class OverlapResult:
+class OverlapResult(Tables):
+    TABLES = {"devices": DeviceOverlap}
+
     devices: tuple[DeviceOverlap, ...]
     htod_ns: int
     overlapped_ns: int

@@ -29,6 +29,7 @@ import numpy as np
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, grouped_in_blocks, range_pattern, top_level
 from nsysprobe.analyses.windows import STARTUP_WORDS, Pace, StepWindows, pace, project
+from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
@@ -74,9 +75,11 @@ class ChildSummary:
 
 
 @dataclass(frozen=True)
-class StepsResult(Pace):
+class StepsResult(Pace, Tables):
     """The pace of the loop (``windows.Pace``: steps/s, the windows' median and spread, which
     side sets the pace), then the steps themselves."""
+
+    TABLES = {"rows": (StepRow, "children"), "children": ChildSummary}
 
     range_pattern: str
     thread: str

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses.events import Events, api_name, per_distinct
+from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, descending
 from nsysprobe.trace.reader import pid_of
 
@@ -49,7 +50,9 @@ class ApiRow:
 
 
 @dataclass(frozen=True)
-class TransfersResult:
+class TransfersResult(Tables):
+    TABLES = {"rows": TransferRow, "by_api": ApiRow}
+
     rows: tuple[TransferRow, ...]
     by_api: tuple[ApiRow, ...]
     memcpy_count: int

@@ -58,6 +58,11 @@ GPU_WAITS_IDLE_RATIO = 0.10
 # (compilation, autotuning, lazy initialization in the first steps of a capture): reported
 # apart, never as the steady state's cause or pace.
 STARTUP_RATIO = 3
+# A steady step this many times a typical one (the lower quartile) is long; long steps at
+# least PERIODIC_MIN times, a fixed number of steps apart, are a periodic event
+# (``periodic_steps``: a checkpoint, an evaluation, logging every N steps).
+PERIODIC_RATIO = 1.5
+PERIODIC_MIN = 3
 # What names one-time start-up work (a range of these names is never the steps' range unless
 # it also names a step, and without steps one run once is start-up).
 STARTUP_WORDS = (
@@ -184,6 +189,38 @@ def steady_steps(wall: np.ndarray) -> slice:
     steps (``startup_steps``, ``final_steps``)."""
     k = startup_steps(wall)
     return slice(k, wall.size - final_steps(wall, k))
+
+
+def periodic_steps(wall: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """The steps of a periodic event among the steady steps ``wall``: its period and the
+    indices (into ``wall``) of the steps it made long, or None.
+
+    A step is long when it is ``PERIODIC_RATIO`` times a typical one (the lower quartile: at
+    most half the steps are the event's). An event may spill into the step after it, so a
+    run of long steps is one occurrence, at its first step. The occurrences are periodic
+    when there are at least ``PERIODIC_MIN`` of them, ``period`` (two or more) steps apart
+    every time, none missing at either end, and none lasting a whole period."""
+    n = wall.size
+    if n < 2 * PERIODIC_MIN:
+        return None
+    typical = float(np.percentile(wall, 25))
+    long = np.flatnonzero(wall > PERIODIC_RATIO * typical)
+    if long.size < PERIODIC_MIN or long.size > n // 2:
+        return None
+    first = long[np.concatenate([[True], np.diff(long) > 1])]
+    if first.size < PERIODIC_MIN:
+        return None
+    gaps = np.diff(first)
+    period = int(gaps[0])
+    if period < 2 or (gaps != period).any():
+        return None
+    # An occurrence missing before the first or after the last, or one as long as the period.
+    if first[0] >= period or n - 1 - first[-1] >= period:
+        return None
+    runs = np.searchsorted(first, long, side="right") - 1
+    if (long - first[runs]).max() >= period - 1:
+        return None
+    return period, long
 
 
 def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:

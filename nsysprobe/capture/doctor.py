@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsysprobe.capture.importer import importer_status, library_fix
-from nsysprobe.capture.locate import SETUP_HINT, find_nsys, list_candidates
+from nsysprobe.capture.locate import find_nsys, install_hint, list_candidates
 from nsysprobe.capture.machine import (
     NVTX_FIX,
     cuda_gpu_visible,
@@ -43,7 +43,7 @@ def run_checks(nsys: str | None = None) -> list[Check]:
         install = find_nsys(nsys)
     except NsysNotFound as exc:
         install = None
-        checks.append(Check("nsys", False, str(exc).split(";")[0], SETUP_HINT, True))
+        checks.append(Check("nsys", False, str(exc).split(";")[0], install_hint(), True))
     if install is not None:
         checks.append(Check("nsys", True, f"{install.version} at {install.path}", required=True))
         others = [c for c in list_candidates() if c.path != install.path]
@@ -55,7 +55,7 @@ def run_checks(nsys: str | None = None) -> list[Check]:
         if status.missing_library:
             fix = library_fix(status.missing_library)
         elif not status.loads:
-            fix = "captures will stop at a .qdstrm; reinstall Nsight Systems (scripts/setup.sh)"
+            fix = "captures will stop at a .qdstrm; reinstall: nsysprobe doctor --install"
         checks.append(Check("importer", status.loads, status.detail, fix, required=True))
 
     nvtx = nvtx_version()

@@ -12,11 +12,17 @@ user cache, and one line on stderr says so.
 The cache (``$XDG_CACHE_HOME/nsysprobe``, also used when the report's folder cannot be
 written) names each export by the SHA-256 of the report's bytes, so two reports of one name,
 size and time never share one. The report itself is only read.
+
+Where the nsys at hand has ``--include-json`` (2025.3 has it, 2023.4 not), the export asks for
+it (``PAYLOAD_FLAG``): it keeps the frames of Python sampling, which a plain export leaves out.
+An export made before, without them, is read as it is; the report then says how to make one
+with them.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import subprocess
@@ -42,7 +48,8 @@ from nsysprobe.trace.schema import SQLITE_MAGIC
 
 # How nsys and SQLite say the disk filled up.
 _DISK_FULL = re.compile(r"disk is full|No space left on device", re.IGNORECASE)
-# What scripts/setup.sh installs; reports up to this version can be read after running it.
+# What `nsysprobe doctor --install` (and scripts/setup.sh) installs; reports up to this version
+# can be read after running it.
 SETUP_NSYS_VERSION = "2023.4.4"
 # The SQLite header fields that mark an export nsysprobe made: the application id ("nsyp")
 # at offset 68 and, at offset 60 (the user version), a CRC-32 of the report's file name.
@@ -59,6 +66,34 @@ Progress = Callable[[str], None]
 def export_command(report: Path, sqlite: Path) -> str:
     """The command a user can run on another machine to export ``report``."""
     return f"nsys export --type sqlite --output {sqlite.name} {report.name}"
+
+
+# Python sampling (``nsysprobe run --python``) stores each sample's frames as an NVTX payload,
+# which a plain ``nsys export`` leaves out (2025.3: the marks are there, their payload
+# columns empty); this flag puts them in ``NVTX_EVENTS.jsonText``. nsys 2023.4 has no such
+# flag, and its SQLite export has no payload column at all.
+PAYLOAD_FLAG = "--include-json=true"
+
+
+@functools.lru_cache(maxsize=8)
+def payload_flags(nsys: str) -> tuple[str, ...]:
+    """``(PAYLOAD_FLAG,)`` when the ``nsys`` at that path lists ``--include-json`` in its
+    ``export --help``, else ``()``: asked once per nsys."""
+    try:
+        done = subprocess.run(
+            [nsys, "export", "--help"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=_HELP_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return (PAYLOAD_FLAG,) if "--include-json" in done.stdout + done.stderr else ()
+
+
+# ``nsys export --help`` answers in a fraction of a second; one that hangs costs this much once.
+_HELP_TIMEOUT_S = 20
 
 
 def check_report(report: Path) -> None:
@@ -87,7 +122,8 @@ def _nsys_for(report: Path, version: str | None, nsys: str | None) -> NsysInstal
         install = find_nsys(nsys)
     except NsysNotFound as exc:
         wanted = parse_version(version or "") or ()
-        setup = "run scripts/setup.sh, " if wanted[:3] <= parse_version(SETUP_NSYS_VERSION) else ""
+        own = wanted[:3] <= parse_version(SETUP_NSYS_VERSION)
+        setup = "run `nsysprobe doctor --install`, " if own else ""
         raise NsysNotFound(
             f"no nsys to export {report} (written by nsys {version or 'unknown'}; {exc}); "
             f"{setup}install nsys {version or ''} or newer and pass --nsys PATH, {elsewhere}"
@@ -219,6 +255,7 @@ def ensure_sqlite(report: Path, nsys: str | None = None, progress: Progress | No
 def _export(report: Path, output: Path, install: NsysInstall, target: Path) -> Path:
     """Run ``nsys export`` of ``report`` into ``output``; CaptureError when it fails."""
     command = [str(install.path), "export", "--type", "sqlite", "--force-overwrite", "true"]
+    command += payload_flags(str(install.path))
     done = subprocess.run(
         [*command, "--output", str(output), str(report)],
         capture_output=True,

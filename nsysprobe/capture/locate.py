@@ -19,8 +19,10 @@ from pathlib import Path
 from nsysprobe.errors import NsysNotFound
 
 _VERSION_RE = re.compile(r"(\d{4})\.(\d+)\.(\d+)(?:\.(\d+))?")
-# The project-local install that scripts/setup.sh makes: <repo>/.nsys/<version>/target-linux-x64.
+# A checkout (scripts/setup.sh beside the package) keeps nsysprobe's own install of nsys in
+# <repo>/.nsys/<version>/target-linux-x64; an installed package in the user's data folder.
 _REPO_ROOT = Path(__file__).resolve().parents[2]
+_DATA_FOLDER = ("nsysprobe", "nsys")
 _INSTALLER_GLOBS = (
     "/opt/nvidia/nsight-systems/*/bin/nsys",
     "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
@@ -33,7 +35,6 @@ _INSTALLER_GLOBS = (
     "/usr/local/NVIDIA-Nsight-Compute*/host/target-linux-x64/nsys",
 )
 _HOME_GLOBS = ("target-linux-x64/nsys", "bin/nsys", "*/target-linux-x64/nsys", "*/bin/nsys")
-SETUP_HINT = "run scripts/setup.sh (installs nsys 2023.4.4 into .nsys/) or pass --nsys PATH"
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:
@@ -75,14 +76,34 @@ class NsysCandidate:
     problem: str | None
 
 
-def nsys_homes() -> list[Path]:
-    """Folders holding a local install: ``$NSYS_HOME`` and the project's own.
+def install_home() -> Path:
+    """The folder of nsysprobe's own install of nsys (``nsysprobe doctor --install``,
+    scripts/setup.sh): ``$NSYSPROBE_NSYS_HOME`` when set; in a checkout, ``.nsys/`` at the
+    repository root; installed as a package, ``$XDG_DATA_HOME/nsysprobe/nsys`` (default
+    ``~/.local/share/nsysprobe/nsys``)."""
+    if os.environ.get("NSYSPROBE_NSYS_HOME"):
+        return Path(os.environ["NSYSPROBE_NSYS_HOME"])
+    if (_REPO_ROOT / "scripts" / "setup.sh").is_file():
+        return _REPO_ROOT / ".nsys"
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data).joinpath(*_DATA_FOLDER)
 
-    The project's own is ``$NSYSPROBE_NSYS_HOME`` when set (as in scripts/setup.sh), else
-    ``.nsys/`` at the repository root.
-    """
+
+def install_hint() -> str:
+    """How to get an nsys, for the end of every message that found none: nothing here needs
+    the repository."""
+    return (
+        f"install one with `nsysprobe doctor --install` (Nsight Systems from Debian's packages "
+        f"into {install_home()}, no root needed) or from NVIDIA "
+        f"(https://developer.nvidia.com/nsight-systems), or pass --nsys PATH"
+    )
+
+
+def nsys_homes() -> list[Path]:
+    """Folders holding a local install: ``$NSYS_HOME`` and nsysprobe's own
+    (``install_home``)."""
     homes = [Path(os.environ["NSYS_HOME"])] if os.environ.get("NSYS_HOME") else []
-    homes.append(Path(os.environ.get("NSYSPROBE_NSYS_HOME") or _REPO_ROOT / ".nsys"))
+    homes.append(install_home())
     return homes
 
 
@@ -90,7 +111,7 @@ def probe(path: Path) -> NsysInstall:
     """Run ``path --version``; raise NsysNotFound saying why if it is not a working nsys."""
     path = Path(path)
     if not path.is_file():
-        raise NsysNotFound(f"no nsys at {path}; {SETUP_HINT}")
+        raise NsysNotFound(f"no nsys at {path}; {install_hint()}")
     stat = path.stat()
     return _probe_cached(str(path.absolute()), stat.st_mtime_ns, stat.st_size)
 
@@ -102,12 +123,12 @@ def _probe_cached(path: str, mtime_ns: int, size: int) -> NsysInstall:
             [path, "--version"], capture_output=True, text=True, errors="replace", timeout=60
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NsysNotFound(f"{path} --version did not run ({exc}); {SETUP_HINT}") from exc
+        raise NsysNotFound(f"{path} --version did not run ({exc}); {install_hint()}") from exc
     output = done.stdout + done.stderr
     version = _VERSION_RE.search(output)
     if done.returncode != 0 or version is None:
         first = output.strip().splitlines()[:1] or [f"exit code {done.returncode}"]
-        raise NsysNotFound(f"{path} --version failed: {first[0]}; {SETUP_HINT}")
+        raise NsysNotFound(f"{path} --version failed: {first[0]}; {install_hint()}")
     full = re.search(r"\d{4}\.\d+\.\d+[\w.\-]*", output)
     return NsysInstall(path=Path(path), version=full.group(0) if full else version.group(0))
 
@@ -154,9 +175,9 @@ def find_nsys(explicit: str | os.PathLike[str] | None = None) -> NsysInstall:
     working = [c.install for c in list_candidates() if c.install is not None]
     if not working:
         raise NsysNotFound(
-            "no nsys found (looked in PATH, $NSYS, .nsys/ and $NSYSPROBE_NSYS_HOME, "
+            f"no nsys found (looked in PATH, $NSYS, {install_home()}, $NSYS_HOME, "
             f"/opt/nvidia/nsight-systems, /usr/local/cuda*/bin, /usr/lib/nsight-systems, "
-            f"Nsight Compute's host/target-linux-x64); {SETUP_HINT}"
+            f"Nsight Compute's host/target-linux-x64); {install_hint()}"
         )
     return max(working, key=lambda install: install.version_tuple)
 

@@ -38,15 +38,25 @@ SIGINT_EXIT_CODE = 130
 DRAIN_S = 10.0
 
 
+# ``--python``: nsys samples the Python stack of every thread running Python this many times a
+# second (2023.4 to 2025.3 take 1 to 2,000 Hz), each sample an NVTX mark with the frames as
+# its payload; 1 kHz is nsys's default rate, ~60,000 marks a minute for one thread.
+PYTHON_SAMPLING_HZ = 1000
+PYTHON_ARGS = ("--python-sampling=true", f"--python-sampling-frequency={PYTHON_SAMPLING_HZ}")
+
+
 @dataclass(frozen=True)
 class ProfileOptions:
-    """What to trace; ``trace=None`` picks ``cuda,nvtx,osrt``, or ``nvtx,osrt`` without a GPU."""
+    """What to trace; ``trace=None`` picks ``cuda,nvtx,osrt``, or ``nvtx,osrt`` without a GPU.
+    ``python``: Python sampling (``PYTHON_ARGS``), which names the function and line behind
+    each idle bucket (``analyses/python_frames.py``)."""
 
     trace: str | None = None
     capture_range: bool = True
     cpuctxsw: bool = False
     sample: bool = False
     nsys_args: tuple[str, ...] = ()
+    python: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,8 @@ def nsys_command(
     if capture_range:
         # "stop" lets the workload run on after cudaProfilerStop, so its exit code is its own.
         args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    if options.python:
+        args += PYTHON_ARGS
     return [*args, *options.nsys_args, *command]
 
 

@@ -3,7 +3,9 @@
 Each rule reads buckets of the step account (``nsysprobe/analyses/account.py``) of the
 report's main process and GPU, over its steady steps (start-up steps apart), and no two rules
 read the same time: where two share a bucket they split it (what compute can hide under it,
-and the rest), so the gains never add up to more than the time measured. Each gain is what
+and the rest; the idle a pattern across steps explains, ``analyses/step_patterns.py``, moved
+out of the buckets that held it into one of its own), so the gains never add up to more than
+the time measured. Each gain is what
 its fix can remove, bounded by the trace, its assumption in the evidence: overlap hides
 copies or communication only under compute (step by step, the lesser of the two), pinned
 memory brings pageable copies to the pinned rate, every other fix removes at most its idle
@@ -11,7 +13,10 @@ time; no step drops below its GPU work. The ids are stable, so scripts can rely 
 
     multiprocess_loading   idle while the training thread produced batches itself
                            (``loading``) or waited for loader workers (``loader_wait``),
-                           where the trace shows an input pipeline (``input_pipeline``)
+                           where the trace shows an input pipeline (``input_pipeline``); with
+                           DataLoader workers born inside the capture (``step_patterns``),
+                           persistent_workers=True, with the idle of the steps they were born
+                           in beyond the other steps' (forks, host work) and their period
     cpu_optimizer          the same idle where the thread's own code before the upload is an
                            optimizer step on the host (named so): gradients down, a CPU step,
                            weights up
@@ -41,6 +46,14 @@ time; no step drops below its GPU work. The ids are stable, so scripts can rely 
                            waiting for a late rank, as much as the step's compute can hide
     communication_bound    the rest of it: fewer bytes per sample (larger batches, gradient
                            compression or bf16 gradients, no_sync() accumulation)
+    autotuning             steady steps that never repeat their kernels, each with a storm of
+                           device and event synchronizations (``step_patterns``: cudnn.benchmark
+                           timing trial kernels for changing input shapes, with workspace
+                           malloc/free): the idle those steps took beyond the other steps';
+                           fixed or bucketed shapes, or benchmark off
+    recompilation          steady steps, again and again, that load or compile GPU code
+                           (torch.compile recompiling for new shapes, new kernels loaded): the
+                           same idle; dynamic=True or mark_dynamic, bucketed shapes
     warmup_in_capture      loading CUDA modules (lazy loading, JIT) inside the captured steps
     startup_in_capture     leading steps many times longer than every step after them
                            (compilation, autotuning, lazy initialization), and GPU work before
@@ -49,6 +62,12 @@ time; no step drops below its GPU work. The ids are stable, so scripts can rely 
                            upload), and trailing steps as long (a final checkpoint): counted
                            apart from the steady state every other rule reads, at their cost,
                            with the capture-range fix
+    periodic_step          steps made long by an event every N steps (a checkpoint, an
+                           evaluation, logging: ``windows.periodic_steps``), named by the NVTX
+                           range run only in them, with its period: what those steps took
+                           beyond a typical one; the gain the larger of its idle time (done
+                           off the training thread) and half of it all (done half as often).
+                           The other rules weigh the steps as if each were a typical one
     profiler_overhead      nsys's own overhead: the measurement, not the workload
     gpu_idle               idle with no canned fix (work queued but started late, other CUDA
                            calls), or idle spread over causes none of which reaches its floor
@@ -72,10 +91,12 @@ diagnose; otherwise it comes last, after the verdict the GPU data supports.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from nsysprobe.analyses.account import Account
+import numpy as np
+
+from nsysprobe.analyses.account import Account, Bucket, Detail
 from nsysprobe.analyses.arrivals import Arrivals, late_causes, process_label, rank_accounts
 from nsysprobe.analyses.health import Finding
 from nsysprobe.analyses.intervals import busy_ratio
@@ -85,12 +106,14 @@ from nsysprobe.analyses.kernels import (
     TINY_LEVER_RATIO,
     KernelsResult,
 )
+from nsysprobe.analyses.step_patterns import StepPatterns
 from nsysprobe.analyses.transfers import TransfersResult
-from nsysprobe.analyses.windows import STARTUP_RATIO
+from nsysprobe.analyses.windows import PERIODIC_MIN, PERIODIC_RATIO, STARTUP_RATIO
 from nsysprobe.common.units import counted
 
 if TYPE_CHECKING:
     from nsysprobe.analyses.cpu_placement import CpuPlacementResult
+    from nsysprobe.analyses.python_frames import PythonFrames
 
 MIN_GAIN_RATIO = 0.03
 GPU_BOUND_IDLE_RATIO = 0.10
@@ -144,6 +167,10 @@ class Evidence:
     arrivals: Arrivals | None = None
     # The main account's kernels by class, and the lever a GPU-bound loop has.
     kernels: KernelsResult | None = None
+    # Patterns across the main account's steps: kernels never repeated, workers born.
+    step_patterns: StepPatterns | None = None
+    # The Python function and line behind each idle bucket, from Python sampling.
+    python_frames: PythonFrames | None = None
 
 
 def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
@@ -153,22 +180,41 @@ def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
     incomplete = _capture_incomplete(ev, blocking) if _capture_problems(ev) else None
     if blocking or a is None or a.wall_ns <= 0:
         return (incomplete,) if incomplete else ()
+    # The rules weigh the steps as if each were a typical one; a periodic event's excess
+    # is its own rule's (``Account.periodic``).
+    view = _patterns_apart(a.normal_view(), ev.step_patterns)
     recs = [
         r
         for rule in RULES
-        if (r := rule(ev, a)) is not None and r.expected_gain_ratio >= MIN_GAIN_RATIO
+        if (r := rule(ev, view)) is not None and r.expected_gain_ratio >= MIN_GAIN_RATIO
     ]
+    periodic = _periodic(a)
+    if periodic is not None and periodic.expected_gain_ratio >= MIN_GAIN_RATIO:
+        recs.append(periodic)
     recs.sort(key=lambda r: -r.saved_ns)
     if not recs:
         recs = [
-            _gpu_bound(a, ev.kernels) if a.idle_ratio < GPU_BOUND_IDLE_RATIO else _spread_idle(a)
+            _gpu_bound(view, ev.kernels)
+            if a.idle_ratio < GPU_BOUND_IDLE_RATIO
+            else _spread_idle(view)
         ]
     startup = _startup(a)
     if startup is not None:
         recs.append(startup)
     if incomplete is not None:
         recs.append(incomplete)
-    return tuple(recs)
+    return tuple(_with_python_frames(r, ev.python_frames) for r in recs)
+
+
+def _with_python_frames(r: Recommendation, frames: PythonFrames | None) -> Recommendation:
+    """``r`` with the Python places behind its buckets in its evidence, and the largest of
+    them in its reason (``analyses/python_frames.py``)."""
+    found = frames.evidence(str(r.evidence.get("buckets", ""))) if frames else None
+    if found is None:
+        return r
+    text, words = found
+    evidence = {**r.evidence, "python_frames": text}
+    return replace(r, reason=f"{r.reason}; {words}", evidence=evidence)
 
 
 def _ratio(ns: float, base: int) -> float:
@@ -291,6 +337,8 @@ def _loading_has_a_rule(a: Account) -> bool:
 def _loading(ev: Evidence, a: Account) -> Recommendation | None:
     if not input_pipeline(a):
         return None  # host work before an upload that is not the step's input: see _cpu
+    if (respawned := _respawned(ev, a)) is not None:
+        return respawned
     own, wait = a.ns("loading"), a.ns("loader_wait")
     names = ("loading", "loader_wait")
     idle = f"the GPU sat idle {_ms(own + wait)} ({_share(a, *names)} of the step time) while"
@@ -326,6 +374,234 @@ def _loading(ev: Evidence, a: Account) -> Recommendation | None:
         loader_processes=a.loader_processes,
         input_pipeline=_pipeline_evidence(a),
         bound="the loading fix removes at most this idle time (a loader that keeps up)",
+    )
+
+
+# The idle causes a step pattern (``analyses/step_patterns.py``) takes in its steps beyond the
+# other steps': not the input's (the loading rule reads those whole), nsys's, or work queued.
+PATTERN_CAUSES = (
+    "sync",
+    "readback",
+    "blocking_copy",
+    "allocator",
+    "launch",
+    "os_call",
+    "os_wait",
+    "module_loading",
+    "cuda_api",
+    "cpu",
+)
+WORKER_START = "worker_start"  # the idle of the steps DataLoader workers were born in
+
+
+def _patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
+    """``a`` with the idle a step pattern explains moved out of the buckets that held it into
+    a bucket of its own (``autotuning``, ``recompilation``; ``worker_start`` for DataLoader
+    workers born in the steps), so that no other rule reads it: in each of its steps, each of
+    ``PATTERN_CAUSES`` beyond its median over the other steady steps (none: all of it). The
+    periodic rule's steps are left to it, and what is moved is scaled as ``a``'s buckets are
+    (``Account.normal_view``)."""
+    patterns = []
+    if sp is not None and sp.verdict:
+        patterns.append((sp.verdict, set(sp.pattern_steps)))
+    if sp is not None and sp.births is not None and sp.births.loader:
+        patterns.append((WORKER_START, {g.step for g in sp.births.generations}))
+    if not patterns:
+        return a
+    periodic = set(a.periodic.steps) if a.periodic is not None else set()
+    steady = [s for s in a.steps if not s.startup and not s.final]
+    kept = [s for s in steady if s.name not in periodic]
+    scale = len(steady) / len(kept) if kept else 0.0
+    taken = set().union(*(names for _, names in patterns))
+    per_step = {s.name: dict(s.buckets) for s in kept}
+    base = {
+        c: float(np.median([per_step[s.name].get(c, 0) for s in others]))
+        if (others := [s for s in kept if s.name not in taken])
+        else 0.0
+        for c in PATTERN_CAUSES
+    }
+    moved: dict[str, int] = {}
+    added = []
+    for name, steps in patterns:
+        by_cause: dict[str, float] = {}
+        each = []
+        for s in kept:
+            excess = 0.0
+            if s.name in steps:
+                for c in PATTERN_CAUSES:
+                    x = max(0.0, per_step[s.name].get(c, 0) - base[c])
+                    per_step[s.name][c] = per_step[s.name].get(c, 0) - x  # not moved twice
+                    by_cause[c] = by_cause.get(c, 0.0) + x * scale
+                    excess += x
+            each.append(excess)
+        # Never more than the bucket holds (rounding, a view's scaling): the total stays.
+        by_cause = {c: int(min(ns, a.ns(c) - moved.get(c, 0))) for c, ns in by_cause.items()}
+        total = sum(by_cause.values())
+        if total <= 0:
+            continue
+        for c, ns in by_cause.items():
+            moved[c] = moved.get(c, 0) + int(ns)
+        details = tuple(
+            Detail(c, int(ns)) for c, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns
+        )
+        added.append(
+            Bucket(name, "idle", total, int(np.median(each)), _ratio(total, a.wall_ns), details)
+        )
+    buckets = []
+    for b in a.buckets:
+        if not moved.get(b.name):
+            buckets.append(b)
+            continue
+        left = max(0, b.total_ns - moved[b.name])
+        keep = left / b.total_ns if b.total_ns else 0.0
+        buckets.append(
+            replace(
+                b,
+                total_ns=left,
+                median_ns=int(b.median_ns * keep),
+                share_ratio=_ratio(left, a.wall_ns),
+                details=tuple(Detail(d.name, int(d.ns * keep)) for d in b.details),
+            )
+        )
+    busy = [b for b in buckets if b.kind == "busy"]
+    idle = sorted([b for b in buckets if b.kind != "busy"] + added, key=lambda b: -b.total_ns)
+    return replace(a, buckets=tuple(busy + idle))
+
+
+def _step_pattern(ev: Evidence, a: Account) -> Recommendation | None:
+    """Autotuning or recompilation in the steady steps: the idle its steps took beyond the
+    steps that repeat their kernels (``_patterns_apart``)."""
+    sp = ev.step_patterns
+    if sp is None or not sp.verdict:
+        return None
+    name = sp.verdict
+    steady = sum(s.steady for s in sp.steps)
+    steps = len(sp.pattern_steps)
+    kernels = f"{sp.distinct_kernels:,} distinct kernels, a median {sp.median_kernels:,.0f} a step"
+    beyond = "in that work" if steps == steady else "beyond what the other steps take"
+    idle = (
+        f"the GPU sat idle {_ms(a.ns(name))} ({_share(a, name)} of the step time) in those "
+        f"steps {beyond} ({_top(a, name)})"
+    )
+    if name == "autotuning":
+        cudnn = sp.library == "cuDNN"
+        who = (
+            "cuDNN timed candidate convolution algorithms (torch.backends.cudnn.benchmark)"
+            if cudnn
+            else "a library timed candidate kernels (cudnn.benchmark, max-autotune)"
+        )
+        title = (
+            "cuDNN autotunes every step: the input shapes keep changing"
+            if cudnn
+            else "Autotuning every step: the input shapes keep changing"
+        )
+        usual = (
+            f"; {sp.repeating_timing_syncs_per_step:,.0f} device and event syncs in a step "
+            "that repeats its kernels"
+            if sp.new_set_steps < sp.compared_steps
+            else ""
+        )
+        reason = (
+            f"{steps} of {steady} steady steps ran a set of kernels no earlier step ran "
+            f"({kernels}), each with a median {sp.syncs_per_step:,.0f} synchronizing calls (in "
+            f"all: {sp.sync_calls}{usual}) and {sp.allocations_per_step:,.0f} "
+            f"cudaMalloc/cudaFree: {who} for input shapes it had not seen; {idle}"
+        )
+        advice = (
+            "fixed input shapes (resize or pad to one size), or a few buckets of sizes so each "
+            "is tuned once; where shapes must keep changing, torch.backends.cudnn.benchmark = "
+            "False" + ("" if cudnn else " and torch.compile without mode='max-autotune'")
+        )
+    else:
+        triton = sp.library == "Triton"
+        title = (
+            "torch.compile recompiles in the steady state"
+            if triton
+            else "GPU code loaded again in the steady state: new shapes, new kernels"
+        )
+        new = sum(s.new_set for s in sp.steps if s.pattern)
+        reason = (
+            f"{steps} of {steady} steady steps loaded or compiled GPU code (a median "
+            f"{sp.module_loads_per_step:,.0f} module loads a step"
+            + ("; Triton kernels among theirs: torch.compile" if triton else "")
+            + f"), {new} of them running a set of kernels no earlier step ran ({kernels}): "
+            f"new shapes compile or load new kernels; {idle}"
+        )
+        advice = (
+            "torch.compile(model, dynamic=True) or torch._dynamo.mark_dynamic(tensor, dim) for "
+            "the dimensions that change (TORCH_LOGS=recompiles names what triggers each), "
+            if triton
+            else ""
+        ) + "pad or bucket the input shapes to a few sizes, each compiled and loaded once"
+    return _rec(
+        a,
+        name,
+        title,
+        (name,),
+        reason,
+        advice,
+        pattern_steps=", ".join(sp.pattern_steps),
+        new_set_steps=sp.new_set_steps,
+        compared_steps=sp.compared_steps,
+        distinct_kernels=sp.distinct_kernels,
+        syncs_per_step=sp.syncs_per_step,
+        timing_syncs_per_step=sp.timing_syncs_per_step,
+        allocations_per_step=sp.allocations_per_step,
+        module_loads_per_step=sp.module_loads_per_step,
+        sync_calls=sp.sync_calls,
+        library=sp.library,
+        bound="the fix removes at most the idle these steps took beyond the other steady "
+        "steps' median (their syncs, allocations and host work); the GPU work stays",
+    )
+
+
+def _respawned(ev: Evidence, a: Account) -> Recommendation | None:
+    """multiprocess_loading when DataLoader workers are born inside the capture: the loading
+    fix with ``persistent_workers=True`` first, and the idle of starting them too."""
+    sp = ev.step_patterns
+    b = sp.births if sp is not None else None
+    if b is None or not b.loader:
+        return None
+    names = ("loading", "loader_wait", WORKER_START)
+    gens = len(b.generations)
+    every = f"every {b.period_steps} steps" if gens > 1 else "once"
+    steps = [g.step for g in b.generations]
+    shown = ", ".join(steps[:5]) + (", ..." if gens > 5 else "")
+    idle = sum(a.ns(n) for n in names)
+    reason = (
+        f"{b.births:,} DataLoader worker processes were born inside the capture, "
+        f"{b.per_generation} at a time {every} ({counted(gens, 'generation')}: {shown}; "
+        f"{b.calls}): those steps sat idle {_ms(b.cost_ns)} beyond the other steps' median, "
+        f"{_ms(b.input_wait_ns)} of it waiting for the new workers' batches; the GPU sat idle "
+        f"{_ms(idle)} ({_share(a, *names)} of the step time) while the training thread "
+        f"started workers ({_ms(a.ns(WORKER_START))}: {_top(a, WORKER_START)}) or made or "
+        f"waited for batches ({_top(a, 'loading', 'loader_wait')})"
+    )
+    advice = (
+        f"DataLoader(..., persistent_workers=True): every new iterator (each epoch or "
+        f"evaluation pass) starts "
+        f"{b.per_generation} worker processes and waits for their first batches; kept alive, "
+        "they start once (and a prefetch_factor covering an epoch's first batches hides the "
+        "rest); if the thread still waits, raise num_workers"
+    )
+    return _rec(
+        a,
+        "multiprocess_loading",
+        "Keep the DataLoader's workers alive: persistent_workers=True",
+        names,
+        reason,
+        advice,
+        loader_processes=a.loader_processes,
+        input_pipeline=_pipeline_evidence(a),
+        births=b.births,
+        generations=gens,
+        workers_per_generation=b.per_generation,
+        period_steps=b.period_steps,
+        birth_steps=", ".join(steps),
+        recreation_cost_ns=b.cost_ns,
+        bound="persistent workers remove at most the idle of the steps they were born in "
+        "beyond the other steps' (worker_start: forks and host work) and, with a loader that "
+        "keeps up, the loading and loader wait",
     )
 
 
@@ -406,7 +682,8 @@ def _pinned(ev: Evidence, a: Account) -> Recommendation | None:
             f"{mean_bytes / 1e6:.2f} MB each on average) came from pageable memory at "
             f"{pageable_gbps:.1f} GB/s against {pinned_gbps:.1f} GB/s pinned ({source}); "
             f"{_ms(a.ns(bucket))} of copy time ran with no kernel ({_share(a, bucket)} of the "
-            f"step time) and the thread was blocked in them"
+            f"step time) and the thread was blocked {_ms(a.ns('blocking_copy'))} in them"
+            + (f" ({_top(a, 'blocking_copy')})" if a.ns("blocking_copy") else "")
         ),
         (
             "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); pinned "
@@ -785,6 +1062,95 @@ def _warmup(ev: Evidence, a: Account) -> Recommendation | None:
     )
 
 
+# What a periodic event's NVTX range names: its advice.
+PERIODIC_ADVICE = (
+    (
+        r"(?i)save|checkpoint|ckpt|state.?dict|serializ|snapshot",
+        "save asynchronously: copy the state to pinned host memory with non_blocking=True and "
+        "write it from a background thread or process (torch.distributed.checkpoint.async_save"
+        "), or save less often",
+    ),
+    (
+        r"(?i)log|print|report|wandb|tensorboard|summar|histogram|metric|stat",
+        "log scalars accumulated on the GPU, read back once per log line; copy tensors for "
+        "histograms rarely, with non_blocking copies into pinned memory, and build them in "
+        "another thread; or log less often",
+    ),
+    (
+        r"(?i)eval|valid|test|accura|score",
+        "evaluate less often or on fewer batches, keep its metrics on the GPU and read them "
+        "back once per evaluation, or evaluate in another process on a copy of the weights",
+    ),
+)
+# What the periodic event's advice begins with when it mostly waits for its input.
+PERIODIC_INPUT_ADVICE = (
+    "its DataLoader makes it wait: build it once with persistent_workers=True (its worker "
+    "processes then live between passes) and enough workers and prefetch_factor; "
+)
+
+
+def _periodic(a: Account) -> Recommendation | None:
+    """Steps made long by an event every N steps (``Account.periodic``): what the event
+    took beyond a typical step. Done off the training thread, its idle time goes; done half
+    as often, half of all it adds: the gain is the larger."""
+    p = a.periodic
+    if p is None or p.excess_ns <= 0:
+        return None
+    where = p.ranges[0].name if p.ranges else ""
+    named = f"'{where}' ({_ms(p.ranges[0].ns)} in those steps)" if where else "no NVTX range"
+    hidden, halved = p.excess_idle_ns, p.excess_ns / 2
+    saved = max(hidden, halved)
+    bound = (
+        f"off the training thread, the GPU idle it causes ({_ms(hidden)})"
+        if hidden >= halved
+        else f"run every {2 * p.period} steps, half of what it adds ({_ms(halved)})"
+    )
+    grew = ", ".join(f"{d.name} {_ms(d.ns)}" for d in p.excess_buckets[:3])
+    shown = ", ".join(p.occurrences[:3]) + (", ..." if len(p.occurrences) > 3 else "")
+    spilled = len(p.steps) - len(p.occurrences)
+    also = f", {counted(spilled, 'step')} after them too" if spilled else ""
+    advice = next((text for words, text in PERIODIC_ADVICE if re.search(words, where)), None)
+    advice = advice or (
+        f"run {'the work in ' + repr(where) if where else 'it'} less often, or off the "
+        "training thread (in another thread or process)"
+    )
+    waits = sum(d.ns for d in p.excess_buckets if d.name in ("loading", "loader_wait"))
+    if waits > p.excess_ns / 2:
+        advice = PERIODIC_INPUT_ADVICE + advice
+    return Recommendation(
+        id="periodic_step",
+        title=f"A step every {p.period} steps costs more than the rest",
+        reason=(
+            f"every {p.period} steps ({len(p.occurrences)} times: {shown}{also}) a step took "
+            f"{_ms(p.median_wall_ns)} against {_ms(p.typical_wall_ns)} for the others, in "
+            f"{named}: {_ms(p.excess_ns)} beyond them ({_ratio(p.excess_ns, a.wall_ns):.0%} "
+            f"of the step time), mostly {grew}"
+        ),
+        expected_gain_ratio=_ratio(saved, a.wall_ns),
+        saved_ns=int(saved),
+        advice=advice,
+        evidence={
+            "account": f"process {a.pid}, GPU {a.device_id}",
+            "steps": a.step_count,
+            "measured_ns": a.wall_ns,
+            "buckets": ", ".join(d.name for d in p.excess_buckets),
+            "period_steps": p.period,
+            "periodic_steps": ", ".join(p.steps),
+            "occurrences": ", ".join(p.occurrences),
+            "range": where,
+            "ranges": ", ".join(f"{d.name} {_ms(d.ns)}" for d in p.ranges),
+            "typical_step_ns": p.typical_wall_ns,
+            "periodic_step_median_ns": p.median_wall_ns,
+            "excess_ns": p.excess_ns,
+            "excess_busy_ns": p.excess_busy_ns,
+            "excess_idle_ns": p.excess_idle_ns,
+            "details": ", ".join(f"{d.name} {_ms(d.ns)}" for d in p.details),
+            "bound": bound,
+        },
+        thresholds={"periodic_ratio": PERIODIC_RATIO, "periodic_min": PERIODIC_MIN},
+    )
+
+
 def _startup(a: Account) -> Recommendation | None:
     """The start-up (and one-time final steps) the account left out: a one-time cost, not a
     steady-state gain."""
@@ -1015,4 +1381,5 @@ RULES = (
     _overhead,
     _other_idle,
     _numa,
+    _step_pattern,
 )

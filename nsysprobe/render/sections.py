@@ -58,7 +58,9 @@ def sections(report: Report) -> list[Section]:
         )
     for build in (
         _account,
+        _python_frames,
         _account_steps,
+        _step_patterns,
         _arrivals,
         _steps,
         _devices,
@@ -203,6 +205,15 @@ def _account(report: Report) -> Section | None:
         notes.append(
             f"left out of every figure here as one-time: {' and '.join(what)} "
             f"({ms(a.startup_ns + a.final_ns)}; see startup_in_capture)"
+        )
+    if a.periodic is not None:
+        p = a.periodic
+        where = f" ('{p.ranges[0].name}')" if p.ranges else ""
+        notes.append(
+            f"periodic: every {p.period} steps{where}, {counted(len(p.occurrences), 'time')} "
+            f"({counted(len(p.steps), 'step')}) of median {ms(p.median_wall_ns)} against "
+            f"{ms(p.typical_wall_ns)}: "
+            f"{ms(p.excess_ns)} beyond the others (see periodic_step)"
         )
     if a.communication_ns:
         each = "; ".join(
@@ -511,6 +522,38 @@ def _transfers(report: Report) -> Section | None:
     )
 
 
+def _step_patterns(report: Report) -> Section | None:
+    """The steps of a pattern across steps (autotuning, recompilation, workers born), when
+    one was found."""
+    sp = report.step_patterns
+    if sp is None or (not sp.verdict and sp.births is None):
+        return None
+    rows = [s for s in sp.steps if s.pattern or s.births]
+    return Section(
+        "Patterns across steps",
+        (
+            sp.note,
+            "new set: the step's set of kernel names is no earlier step's; syncs, "
+            "allocations, module loads: CUDA calls in the step; born: processes started",
+            *shown(min(len(rows), STEP_ROWS_SHOWN), len(rows), "steps"),
+        ),
+        ("step", "kernels", "new set", "syncs", "allocations", "module loads", "born", "idle"),
+        tuple(
+            (
+                s.name,
+                f"{s.kernels:,}",
+                "yes" if s.new_set else "no",
+                f"{s.syncs:,}",
+                f"{s.allocations:,}",
+                f"{s.module_loads:,}",
+                f"{s.births:,}",
+                ms(s.idle_ns),
+            )
+            for s in rows[:STEP_ROWS_SHOWN]
+        ),
+    )
+
+
 def _overlap(report: Report) -> Section | None:
     o = report.overlap
     if o is None or not o.htod_ns:
@@ -579,4 +622,34 @@ def _placement(report: Report) -> Section | None:
             )
             for r in p.roles
         ),
+    )
+
+
+PYTHON_FRAMES_TITLE = "Python frames behind idle time"
+
+
+def _python_frames(report: Report) -> Section | None:
+    """Per idle bucket, the Python places that held the training thread
+    (``analyses/python_frames.py``)."""
+    pf = report.python_frames
+    if pf is None or not pf.buckets:
+        return None
+    notes = (
+        f"{pf.thread}: {pf.samples:,} Python samples in the steady steps' idle time, one every "
+        f"{pf.period_ns / 1e6:,.2f} ms (sampled = samples x that period; measured: the "
+        f"bucket's own time)",
+        "place: the innermost frame of your code (file:line), after the library function it "
+        "called (←); a C call such as gc.collect() shows as the line that called it",
+    )
+    rows = tuple(
+        (
+            b.bucket,
+            ms(b.bucket_ns),
+            f"{ms(b.sampled_ns)} ({b.samples:,})",
+            "; ".join(f"{p.place} {ms(p.ns)}" for p in b.places),
+        )
+        for b in pf.buckets
+    )
+    return Section(
+        PYTHON_FRAMES_TITLE, notes, ("bucket", "measured", "sampled (samples)", "places"), rows
     )

@@ -21,9 +21,17 @@ from nsysprobe.analyses.health import Finding, analyze_health
 from nsysprobe.analyses.kernels import KernelsResult, analyze_kernels
 from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
 from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
+from nsysprobe.analyses.python_frames import (
+    NoFrames,
+    PythonFrames,
+    analyze_python_frames,
+    sampled,
+)
+from nsysprobe.analyses.step_patterns import StepPatterns, analyze_step_patterns
 from nsysprobe.analyses.steps import StepsResult, find_steps, step_breakdown
 from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
+from nsysprobe.common.frames import Tables
 from nsysprobe.common.safetext import name as safe_name
 from nsysprobe.diagnose.rules import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError, TraceError
@@ -62,7 +70,15 @@ class Skipped:
 
 
 @dataclass(frozen=True)
-class Report:
+class Report(Tables):
+    """What ``analyze`` found. Each table is a DataFrame on request (pandas installed): the
+    report's own by ``report.to_pandas("recommendations")`` (or ``"findings"``,
+    ``"skipped"``), the analyses' by theirs (``report.steps.to_pandas()``, see
+    ``nsysprobe.common.frames``). In a notebook the report shows itself as the verdict, the
+    recommendations and the step account (``_repr_html_``)."""
+
+    TABLES = {"recommendations": Recommendation, "findings": Finding, "skipped": Skipped}
+
     schema_version: int
     trace: TraceInfo
     gaps: GapsResult | None
@@ -79,10 +95,21 @@ class Report:
     # The raw events of a few steps, for the HTML page (``analyze(..., timeline=True)``); not
     # part of the saved JSON.
     timeline: Timeline | None = None
+    # Patterns across the main account's steps (``analyses/step_patterns.py``).
+    step_patterns: StepPatterns | None = None
+    # The Python function and line behind each idle bucket (``analyses/python_frames.py``).
+    python_frames: PythonFrames | None = None
+    # The main account's kernels by class, and the lever a GPU-bound loop has.
+    kernels: KernelsResult | None = None
 
     @property
     def verdict(self) -> Recommendation | None:
         return self.recommendations[0] if self.recommendations else None
+
+    def _repr_html_(self) -> str:
+        from nsysprobe.report.notebook import report_html
+
+        return report_html(self)
 
 
 # The longest gap threshold: a week, far beyond any capture, and within int64 nanoseconds.
@@ -266,7 +293,11 @@ def analyze_events(
                 "folder of recorded lscpu/numactl/nvidia-smi outputs)",
             )
         )
-    account = analyze_account(events, step_range, steps=windows) if gpu else None
+    account = (
+        analyze_account(events, step_range, steps=windows, idle_spans=sampled(events))
+        if gpu
+        else None
+    )
     if account is not None and not account.accounts:
         account = None
     arrivals = within_report(account.accounts) if account else None
@@ -274,6 +305,12 @@ def analyze_events(
         account = _waiting_rank_first(account, arrivals)
     health = analyze_health(events)
     main = account.main if account else None
+    frames = analyze_python_frames(events, main)
+    if isinstance(frames, NoFrames):
+        skipped.append(Skipped("python_frames", frames.reason, frames.fix))
+        frames = None
+    patterns = analyze_step_patterns(events, main) if main else None
+    kernels = _kernels(events, main) if main else None
     evidence = Evidence(
         account=main,
         transfers=transfers,
@@ -281,7 +318,9 @@ def analyze_events(
         health=health,
         accounts=account.accounts if account else (),
         arrivals=arrivals,
-        kernels=_kernels(events, main) if main else None,
+        kernels=kernels,
+        python_frames=frames,
+        step_patterns=patterns,
     )
     shown = None  # the HTML page's events
     if timeline:
@@ -313,4 +352,7 @@ def analyze_events(
         recommendations=diagnose(evidence),
         skipped=tuple(skipped),
         timeline=shown,
+        python_frames=frames,
+        step_patterns=patterns,
+        kernels=kernels,
     )

@@ -6,8 +6,12 @@ Keys: ``schema_version``, ``trace``, ``devices`` (per device ``device_id``, ``bu
 ``copy_kind``, ``src_kind``, ``dst_kind``, ``count``, ``bytes``, ``duration_ns``, ``gbps``),
 ``osrt`` (``rows`` with ``function``, ``thread``, ``count``, ``total_ns``, ``max_ns``,
 ``in_gap_ns``), ``overlap``, ``steps``, ``findings``, ``recommendations`` (ordered, each with
-``id``, ``reason``, ``expected_gain_ratio``, ``evidence``), ``skipped``. The dataclasses as
-they are, with ``schema_version`` first; ``metrics.metrics_from_json`` reads it back.
+``id``, ``reason``, ``expected_gain_ratio``, ``evidence``), ``skipped``, ``step_patterns``
+(``verdict``, per step ``kernels``, ``new_set``, ``syncs``, ``allocations``, ``module_loads``,
+``births``; ``births`` by generation, ``period_steps``, ``cost_ns``), ``kernels`` (the main
+account's ``classes`` with ``name``, ``ns``, ``count``, ``share_ratio``, ``top_kernel``, and
+the ``lever``). The dataclasses as they are, with ``schema_version`` first;
+``metrics.metrics_from_json`` reads it back.
 """
 
 from __future__ import annotations
@@ -23,13 +27,22 @@ ANALYSIS_FILE = "analysis.json"
 
 def report_dict(report: Report) -> dict:
     # The timeline is the HTML page's, not a figure.
-    data = dataclasses.asdict(dataclasses.replace(report, timeline=None))
+    # Per-operation and per-piece arrays (for the ranks view, for ``python_frames``) are not
+    # figures: left out before the copy.
+    accounts = report.account
+    if accounts is not None:
+        bare = (
+            dataclasses.replace(a, communication_ops=None, idle_spans=None)
+            for a in accounts.accounts
+        )
+        accounts = dataclasses.replace(accounts, accounts=tuple(bare))
+    data = dataclasses.asdict(dataclasses.replace(report, timeline=None, account=accounts))
     del data["timeline"]
     out = {"schema_version": data.pop("schema_version"), "trace": data.pop("trace")}
     gaps = data["gaps"]
     out["devices"] = gaps.pop("devices") if gaps else []
     for account in (data["account"] or {}).get("accounts", ()):
-        account.pop("communication_ops", None)  # per-operation arrays, for the ranks view
+        del account["communication_ops"], account["idle_spans"]
     out.update(data)
     return out
 

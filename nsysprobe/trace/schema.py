@@ -6,7 +6,7 @@ holds what the analyses need and nothing more. ``tests/reliability/test_scrub_se
 records every column the reader reads on real exports (through SQLite's authorizer) and fails
 when one is missing here or from a scrubbed copy.
 
-Each column is one of four kinds, and scrub copies it by its kind:
+Each column is one of six kinds, and scrub copies it by its kind:
 
 - ``numbers``: integers and reals, copied as they are (text or a BLOB stored there is not);
 - ``string_ids``: integers naming a ``StringIds`` row whose text the analyses show (kernel, API,
@@ -14,7 +14,13 @@ Each column is one of four kinds, and scrub copies it by its kind:
 - ``texts``: text the analyses show or match (NVTX range and domain names, GPU names, enum
   labels, the nsys version), copied through the scrubber;
 - ``keys``: texts of which only the part after the last ``:`` is read
-  (``PROCESS_0:COLLECT_CUDA_TRACE`` is read as ``COLLECT_CUDA_TRACE``), copied as that part.
+  (``PROCESS_0:COLLECT_CUDA_TRACE`` is read as ``COLLECT_CUDA_TRACE``), copied as that part;
+- ``known``: texts of which the reader looks for a few values only (the names of a payload
+  schema's entries, ``payloads.SCHEMA_NAMES``), copied when they are one of those, else NULL;
+- ``payloads``: an NVTX mark's extended payload, read only on the marks of Python sampling
+  (``trace.payloads``): copied only there, rewritten to hold the frames read and nothing
+  else; the ``StringIds`` rows the frames name are copied too, a frame's file kept as a
+  placeholder for its folders and its base name (a library's: from its library folder on).
 
 Where a version renamed a column every name it had is listed; the reader takes the first one
 present. Some tables are read in part: ``rows`` selects the rows read (the others are not
@@ -69,12 +75,21 @@ class Table:
     string_ids: tuple[str, ...] = ()
     texts: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
+    known: tuple[str, ...] = ()
+    payloads: tuple[str, ...] = ()
     rows: Rows | None = None
     named_rows: Rows | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return (*self.numbers, *self.string_ids, *self.texts, *self.keys)
+        return (
+            *self.numbers,
+            *self.string_ids,
+            *self.texts,
+            *self.keys,
+            *self.known,
+            *self.payloads,
+        )
 
 
 def _quoted(text: str) -> str:
@@ -121,9 +136,15 @@ TABLES: dict[str, Table] = {
         numbers=("start", "end", "eventType", "globalTid", "domainId", "color"),
         string_ids=("textId",),
         texts=("text",),
+        payloads=("jsonText", "binaryData"),
         named_rows=Rows(
             f'"eventType" IN ({", ".join(map(str, NVTX_NAMED_TYPES))})', ("eventType",)
         ),
+    ),
+    # The layout of binary payloads (``payloads.blob_layouts``).
+    "NVTX_PAYLOAD_SCHEMAS": Table(numbers=("domainId", "schemaId", "payloadSize")),
+    "NVTX_PAYLOAD_SCHEMA_ENTRIES": Table(
+        numbers=("domainId", "schemaId", "type", "offset"), known=("name",)
     ),
     "ThreadNames": Table(numbers=("globalTid",), string_ids=("nameId",)),
     "PROCESSES": Table(numbers=("pid",), texts=("name",)),

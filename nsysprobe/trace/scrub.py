@@ -20,6 +20,11 @@ allow-list:
   words too), local paths, e-mail addresses, URLs, host names and IP addresses, and leaves
   names such as ``aten::add``, ``Batch 12`` or ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` as
   they are;
+- the Python samples' payloads (``trace.payloads``: NVTX marks of a sampling domain) are
+  copied on those marks only, rewritten to hold their frames and nothing else; each frame's
+  function keeps its name (scrubbed as other text) and its file the folders before the
+  library folder or base name as a placeholder (``<path:kqzvwmbtxyaq>/gc_collect.py``,
+  ``<path:...>/site-packages/torch/serialization.py``);
 - rows keep their rowids and values their types, and each replaced part becomes a
   placeholder carrying a keyed hash of it (``<path:kqzvwmbtxyaq>``), so names that were equal
   stay equal, names that were different stay different, and names grouped by their range
@@ -56,6 +61,15 @@ from pathlib import Path
 from nsysprobe.common.writer import check_output, publish, scratch_dir
 from nsysprobe.errors import InputError, TraceError
 from nsysprobe.trace import schema
+from nsysprobe.trace.payloads import (
+    NVTX_MARK,
+    SAMPLING_DOMAINS,
+    SCHEMA_NAMES,
+    RawFrame,
+    clean_blob,
+    clean_json,
+    scrubbed_file,
+)
 from nsysprobe.trace.reader import Trace, WorkBudget, table_kinds
 from nsysprobe.trace.secrets import Scrubber, TooLong
 
@@ -135,6 +149,14 @@ class _Copy:
 
     def __init__(self, trace: Trace, tmp: Path, output: Path):
         self.source, self.uri, self.tmp, self.output = trace.path, trace.uri, tmp, output
+        # The Python samples' marks (process, domain), their payloads' layouts, and the
+        # string ids their frames name (``_payload``).
+        self.sampling = sorted(
+            k for k, name in trace.nvtx_domains.items() if name in SAMPLING_DOMAINS
+        )
+        self.layouts = trace.payload_layouts() if self.sampling else {}
+        self.frame_functions: set[int] = set()
+        self.frame_files: set[int] = set()
         self.scrubbed = 0
         self.scrubber = Scrubber(os.urandom(32))  # a key per scrub: nothing to brute-force
         size = sum(_size(p) for p in (self.source, Path(f"{self.source}-wal")))
@@ -160,6 +182,9 @@ class _Copy:
         self.db.create_function("nsysprobe_text", 2, self._text, deterministic=True)
         self.db.create_function("nsysprobe_version", 2, self._version, deterministic=True)
         self.db.create_function("nsysprobe_key", 2, self._key, deterministic=True)
+        self.db.create_function("nsysprobe_payload", 3, self._payload, deterministic=True)
+        self.db.create_function("nsysprobe_file", 2, self._file, deterministic=True)
+        self.db.create_function("nsysprobe_known", 2, self._known, deterministic=True)
         # An export attaches only to a database of its text encoding (nsys writes UTF-8).
         encoding = _encoding(self.source)
         self.codec = _CODECS[encoding]
@@ -256,6 +281,10 @@ class _Copy:
                 exprs[col] = f"CASE WHEN {named} THEN {_number(col)} END"
             elif col in table.keys:
                 exprs[col] = _text(col, "nsysprobe_key")
+            elif col in table.known:
+                exprs[col] = _text(col, "nsysprobe_known")
+            elif col in table.payloads:
+                exprs[col] = self._payload_expr(col, present)
             elif name in _VERSION_TABLES and col == "value":
                 exprs[col] = f"CASE WHEN {named} THEN {_text(col, 'nsysprobe_version')} END"
             else:
@@ -285,12 +314,47 @@ class _Copy:
                     f"INSERT OR IGNORE INTO temp.named SELECT {c} FROM main.{_ident(t)} "
                     f"WHERE {c} = CAST({c} AS INTEGER)"
                 )
+        self._name_frames()
         wanted = [c for c in table.columns if c in present]
         exprs = {c: _number(c) if c in table.numbers else _text(c) for c in wanted}
+        if "value" in exprs and self.frame_files:
+            exprs["value"] = (
+                f'CASE WHEN "id" IN (SELECT id FROM temp.files) THEN '
+                f"{_text('value', 'nsysprobe_file')} ELSE {exprs['value']} END"
+            )
         self._create(name, wanted)
         self._insert(name, exprs, present, '"id" IN (SELECT id FROM temp.named)')
         dropped = self._count(f"src.{_ident(name)}") - self._count(f"main.{_ident(name)}")
         return len(present) - len(wanted), dropped
+
+    def _name_frames(self) -> None:
+        """The string ids the copied frames name, among those copied (``temp.named``), the
+        files' apart (``temp.files``)."""
+        self._sql(lambda: self.db.execute("CREATE TEMP TABLE files (id INTEGER PRIMARY KEY)"))
+        for table, ids in (
+            ("named", self.frame_functions | self.frame_files),
+            ("files", self.frame_files),
+        ):
+            self._sql(
+                lambda t=table, i=ids: self.db.executemany(
+                    f"INSERT OR IGNORE INTO temp.{t} VALUES (?)", ((x,) for x in sorted(i))
+                )
+            )
+
+    def _payload_expr(self, col: str, present: list[str]) -> str:
+        """SQL of a payload column: rewritten on the sampling marks, NULL elsewhere."""
+        if not self.sampling or not {"eventType", "globalTid", "domainId"} <= set(present):
+            return "NULL"
+        marks = " OR ".join(
+            f'((("globalTid" >> 24) & {0xFFFFFF}) = {int(pid)} AND "domainId" = {int(domain)})'
+            for pid, domain in self.sampling
+        )
+        blob = int(col == "binaryData")
+        return (
+            f'CASE WHEN "eventType" = {NVTX_MARK} AND typeof("globalTid") = \'integer\' '
+            f"AND typeof(\"domainId\") = 'integer' AND ({marks}) "
+            f'THEN nsysprobe_payload({_ident(col)}, {blob}, "domainId") END'
+        )
 
     def _main_columns(self, name: str) -> list[str]:
         return [r[1] for r in self.db.execute(f"PRAGMA main.table_info({_ident(name)})")]
@@ -347,11 +411,10 @@ class _Copy:
         if not isinstance(value, bytes):
             return value
         text = self._decoded(value, is_text)
-        try:
-            clean = self.scrubber(text, max_chars=_MAX_VALUE_BYTES)
-        except TooLong:
-            self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
-            raise _TextTooLong from None
+        return self._kept(value, text, self._scrubbed(text))
+
+    def _kept(self, value: bytes, text: str, clean: str) -> str:
+        """``clean``, the scrubbed ``text`` of ``value``, counted against the growth limit."""
         if clean != text:
             self.scrubbed += 1
             grown = len(clean.encode(self.codec, errors="surrogatepass")) - len(value)
@@ -366,6 +429,45 @@ class _Copy:
                 self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
                 raise _TextTooLong
         return clean
+
+    def _payload(self, value, blob: int, domain):
+        """SQL ``nsysprobe_payload``: a sample's payload holding its frames and nothing else
+        (``payloads.clean_json``, ``clean_blob``), or NULL when it is none; the string ids
+        of its frames are noted for ``StringIds``."""
+        found: tuple[str | bytes, list[RawFrame]] | None = None
+        if blob and isinstance(value, bytes) and isinstance(domain, int):
+            found = clean_blob(value, domain, self.layouts)
+        elif not blob and isinstance(value, (str, bytes)):
+            found = clean_json(value)
+        if found is None:
+            return None
+        for function, file, _ in found[1]:
+            self.frame_functions.add(function)
+            self.frame_files.add(file)
+        return found[0]
+
+    def _known(self, value, is_text: int):
+        """SQL ``nsysprobe_known``: a payload schema entry's name when it is one the reader
+        looks for (``payloads.SCHEMA_NAMES``), else NULL."""
+        if not isinstance(value, bytes):
+            return None
+        text = self._decoded(value, is_text)
+        return text if text in SCHEMA_NAMES else None
+
+    def _file(self, value, is_text: int):
+        """SQL ``nsysprobe_file``: a frame's file, its folders a placeholder
+        (``payloads.scrubbed_file``)."""
+        if not isinstance(value, bytes):
+            return value
+        text = self._decoded(value, is_text)
+        return self._kept(value, text, scrubbed_file(text, self._scrubbed))
+
+    def _scrubbed(self, text: str) -> str:
+        try:
+            return self.scrubber(text, max_chars=_MAX_VALUE_BYTES)
+        except TooLong:
+            self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
+            raise _TextTooLong from None
 
     def _version(self, value, is_text: int):
         """SQL ``nsysprobe_version``: the version number a value starts with (``2025.3.2.0``

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import textwrap
 from pathlib import Path
@@ -26,6 +27,18 @@ WORKLOAD = textwrap.dedent(
     """
 )
 STEP_SLEEP_NS = 50_000_000
+REPO = Path(__file__).resolve().parents[2]
+
+
+def install_hint(home: Path | None = None) -> str:
+    """The end of every message that found no nsys; ``home``: nsysprobe's own install folder
+    (default: this checkout's, or ``$NSYSPROBE_NSYS_HOME``)."""
+    home = home or Path(os.environ.get("NSYSPROBE_NSYS_HOME") or REPO / ".nsys")
+    return (
+        f"install one with `nsysprobe doctor --install` (Nsight Systems from Debian's packages "
+        f"into {home}, no root needed) or from NVIDIA "
+        "(https://developer.nvidia.com/nsight-systems), or pass --nsys PATH"
+    )
 
 
 def write_fake(path: Path, body: str) -> Path:

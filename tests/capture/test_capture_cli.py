@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from nsysprobe.capture.profile import COMMAND_FILE, LOG_FILE
 from nsysprobe.cli import main
 
-from .capture_helpers import STEP_SLEEP_NS, default_sigint
+from .capture_helpers import STEP_SLEEP_NS, default_sigint, install_hint
 
-SETUP = "run scripts/setup.sh (installs nsys 2023.4.4 into .nsys/) or pass --nsys PATH"
+SETUP = install_hint()
 
 
 def _invoke(*args: str):

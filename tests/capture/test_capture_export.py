@@ -12,6 +12,8 @@ from nsysprobe.capture.export import ensure_sqlite
 from nsysprobe.capture.reportfile import is_report, report_version
 from nsysprobe.errors import InputError, NsysNotFound, NsysTooOld
 
+from .capture_helpers import install_hint
+
 
 def _digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -100,8 +102,9 @@ def test_missing_nsys_names_the_version_needed(report_copy, tmp_path, nsys):
     version = report_version(report_copy)
     assert str(caught.value) == (
         f"no nsys to export {report_copy} (written by nsys {version}; no nsys at {missing}; "
-        "run scripts/setup.sh (installs nsys 2023.4.4 into .nsys/) or pass --nsys PATH); "
-        f"run scripts/setup.sh, install nsys {version} or newer and pass --nsys PATH, or "
+        f"{install_hint()}); "
+        f"run `nsysprobe doctor --install`, install nsys {version} or newer and pass --nsys "
+        "PATH, or "
         f"export it where nsys {version} is: "
         "nsys export --type sqlite --output copy.sqlite copy.nsys-rep"
     )

@@ -8,7 +8,7 @@ import pytest
 from nsysprobe.capture.locate import find_importer, find_nsys, list_candidates, parse_version
 from nsysprobe.errors import NsysNotFound
 
-from .capture_helpers import write_fake
+from .capture_helpers import install_hint, write_fake
 
 
 def test_parse_version_reads_nsys_and_build_strings():
@@ -40,10 +40,7 @@ def test_env_nsys_is_used_and_a_broken_one_is_reported(nsys, monkeypatch, tmp_pa
     monkeypatch.setenv("NSYS", str(crashing))
     with pytest.raises(NsysNotFound) as caught:
         find_nsys()
-    assert str(caught.value) == (
-        f"{crashing} --version failed: Segmentation fault; "
-        "run scripts/setup.sh (installs nsys 2023.4.4 into .nsys/) or pass --nsys PATH"
-    )
+    assert str(caught.value) == f"{crashing} --version failed: Segmentation fault; {install_hint()}"
 
 
 def test_newest_working_nsys_wins_over_an_older_one_on_path(nsys, monkeypatch, tmp_path):
@@ -68,10 +65,9 @@ def test_missing_nsys_names_where_it_looked_and_the_fix(monkeypatch, tmp_path):
         find_nsys()
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("no nsys found (looked in PATH, $NSYS, .nsys/")
-    assert message.endswith(
-        "run scripts/setup.sh (installs nsys 2023.4.4 into .nsys/) or pass --nsys PATH"
-    )
+    assert message.startswith(f"no nsys found (looked in PATH, $NSYS, {tmp_path}, $NSYS_HOME, ")
+    assert message.endswith(f"); {install_hint(tmp_path)}")
+    assert "scripts/setup.sh" not in message
 
 
 def test_importer_found_beside_the_real_nsys(nsys):

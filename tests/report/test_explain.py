@@ -7,6 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from nsysprobe.analyses.step_patterns import VERDICTS
 from nsysprobe.cli import main
 
 ROOT = Path(__file__).parents[2]
@@ -46,6 +47,7 @@ def test_every_analysis_module_and_every_recommendation_id_is_explained():
     rules = (ROOT / "nsysprobe/diagnose/rules.py").read_text()
     made = set(re.findall(r'\bid="([a-z_]+)"', rules))
     made |= set(re.findall(r'_rec\(\s*\w+,\s*"([a-z_]+)"', rules))
+    made |= set(VERDICTS)  # _step_pattern's ids: the step patterns' verdicts
     assert made and made == {n for n, kind in listed.items() if kind == "recommendation"}
 
 

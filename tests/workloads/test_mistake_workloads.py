@@ -30,6 +30,9 @@ SCRIPTS = [
     "python_overhead",
     "compute_bound",
     "gpu_bound",
+    "grad_accumulation",
+    "weight_histograms",
+    "val_respawn",
 ]
 BLUE, RED, YELLOW, GREEN = 0x0000FF, 0xFF0000, 0xFFFF00, 0x008000
 # (step range, its color, its children with colors) for the scripts recorded through the stand-in
