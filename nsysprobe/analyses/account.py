@@ -117,6 +117,12 @@ EQUAL_WINDOWS = "equal windows"  # how ``windows`` begins without steps
 # at least ``STARTUP_LEAVES`` of the GPU work's span after it and is named like start-up is
 # start-up: the windows begin after it.
 STARTUP_LEAVES = 0.1
+# A range is the periodic event's when it covers at least this share of the periodic steps'
+# time and over this many times its share of the other steady steps' time, with at least
+# ``PERIODIC_RANGE_HELD`` of its time in the periodic steps.
+PERIODIC_RANGE_SHARE = 0.1
+PERIODIC_RANGE_RATIO = 2
+PERIODIC_RANGE_HELD = 0.75
 # Idle shorter than this between back-to-back launches is the per-operation cost of issuing
 # work (framework dispatch plus the launch call): fixed by fewer launches, not by moving code.
 LAUNCH_GAP_NS = 100_000
@@ -262,6 +268,7 @@ class PeriodicSteps:
 
     period: int
     steps: tuple[str, ...]  # the periodic steps' names, in order
+    indices: tuple[int, ...]  # their indices among the account's steps (``AccountStep.index``)
     occurrences: tuple[str, ...]  # each occurrence's first step (one may spill into the next)
     typical_wall_ns: int  # the median of the other steady steps
     median_wall_ns: int  # the median of the periodic steps
@@ -985,12 +992,16 @@ class _ProcessDevice:
         excess = steady[per].sum(axis=0) - n_p * others.mean(axis=0)
         total = float(excess.sum())
         inputs = sum(float(excess[labels.index(x)]) for x in ("loading", "loader_wait"))
-        # Starting worker processes is the input's too (a new epoch's DataLoader).
-        inputs += sum(ns for (_, name), ns in self.periodic_details.items() if name in BIRTH_CALLS)
-        ranges = self._periodic_ranges()
-        # Waiting for the input, in no range of its own: the input pipeline's rhythm (a new
-        # epoch's workers, a loader's burst), not a periodic event of the loop.
-        if total <= 0 or (inputs > total / 2 and not ranges):
+        # Starting DataLoader workers is the input's too (a new epoch's loader).
+        if self.loaders:
+            inputs += sum(
+                ns for (_, name), ns in self.periodic_details.items() if name in BIRTH_CALLS
+            )
+        ranges, own = self._periodic_ranges()
+        # Waiting for the input, in no range of its own (a range the other steps run too, such
+        # as 'data', only takes longer): the input pipeline's rhythm (a new epoch's workers, a
+        # loader's burst), not a periodic event of the loop.
+        if total <= 0 or (inputs > total / 2 and not own):
             return None
         scale = n / (n - n_p)
         wall = steady.sum(axis=1)
@@ -1009,6 +1020,7 @@ class _ProcessDevice:
         return PeriodicSteps(
             period=self.period,
             steps=tuple(str(x) for x in self.win_names[sl][per]),
+            indices=tuple(int(i) for i in np.flatnonzero(self.periodic)),
             occurrences=tuple(
                 str(x) for x in self.win_names[sl][per & ~np.concatenate([[False], per[:-1]])]
             ),
@@ -1029,41 +1041,60 @@ class _ProcessDevice:
             },
         )
 
-    def _periodic_ranges(self) -> tuple[Detail, ...]:
-        """The step thread's NVTX ranges (numbers masked) that start in the CPU ranges of at
-        least half the periodic steps and of at most a tenth of the other steady steps: their
-        time in the periodic steps, largest first."""
-        nv, steps = self.ev.nvtx, self.steps
-        if not len(nv) or steps is None:
-            return ()
+    def _periodic_ranges(self) -> tuple[tuple[Detail, ...], bool]:
+        """The step thread's NVTX ranges (numbers masked) that cover, of the periodic steps'
+        time, at least ``PERIODIC_RANGE_SHARE`` and over ``PERIODIC_RANGE_RATIO`` times their
+        share of the other steady steps' time, most of their time in the periodic steps
+        (``PERIODIC_RANGE_HELD``): so neither a range enclosing the steps nor one run briefly
+        in every step is the event's. Their time in the periodic steps, largest first; and
+        whether one of them runs in at most a tenth of the other steps (its own range, not
+        one of every step that took longer)."""
+        nv = self.ev.nvtx
+        if not len(nv) or self.steps is None:
+            return (), False
         rows = np.flatnonzero(nv["globalTid"] == self._home_thread())
-        at = nv["start"][rows]
+        sl = self.steady
+        w_s, w_e = self.win_s[sl], self.win_e[sl]
+        # A range started in a step's CPU range is that step's, whole (the CPU may run steps
+        # ahead of their windows); any other is cut at the windows' edges.
+        steps, at = self.steps, nv["start"][rows]
         step = np.searchsorted(steps.cpu_start, at, side="right") - 1
-        ok = step >= 0
-        ok[ok] = at[ok] < steps.cpu_end[step[ok]]
-        ok &= (step >= self.steady.start) & (step < self.steady.stop)
-        rows, step = rows[ok], step[ok]
-        if not rows.size:
-            return ()
-        per = self.periodic[step]
-        n_p = int(self.periodic.sum())
-        n_o = self.steady.stop - self.steady.start - n_p
-        codes = nv["pattern"].codes[rows]
+        held = step >= 0
+        held[held] = at[held] < steps.cpu_end[step[held]]
+        outside = rows[~held]
+        p_s, p_e, origin, w = iv.split_by(nv["start"][outside], nv["end"][outside], (w_s, w_e))
+        codes = np.concatenate(
+            [nv["pattern"].codes[rows[held]], nv["pattern"].codes[outside][origin]]
+        )
+        dur = np.concatenate([nv["end"][rows[held]] - at[held], p_e - p_s])
+        w = np.concatenate([step[held] - sl.start, w])
+        inside = (w >= 0) & (w < w_s.size)
+        if not inside.any():
+            return (), False
+        codes, dur, w = codes[inside], dur[inside], w[inside]
+        per = self.periodic[sl]
         n_c = len(nv["pattern"].categories)
-        # Steps holding each name: distinct (name, step) pairs, counted per name and side.
-        pairs = np.unique(codes.astype(np.int64) * len(self.periodic) + step)
-        name, where = np.divmod(pairs, len(self.periodic))
-        in_p = np.bincount(name, weights=self.periodic[where], minlength=n_c)
-        in_o = np.bincount(name, weights=~self.periodic[where], minlength=n_c)
-        chosen = (2 * in_p >= n_p) & (in_o <= 0.1 * n_o)
-        keep = chosen[codes] & per
-        if not keep.any():
-            return ()
-        dur = (nv["end"][rows] - nv["start"][rows])[keep]
-        ns = np.bincount(codes[keep], weights=dur, minlength=n_c)
+        wall = w_e - w_s
+        in_p = np.bincount(codes[per[w]], weights=dur[per[w]], minlength=n_c)
+        in_o = np.bincount(codes[~per[w]], weights=dur[~per[w]], minlength=n_c)
+        share_p = in_p / max(int(wall[per].sum()), 1)
+        share_o = in_o / max(int(wall[~per].sum()), 1)
+        chosen = (
+            (share_p >= PERIODIC_RANGE_SHARE)
+            & (share_p > PERIODIC_RANGE_RATIO * share_o)
+            & (in_p >= PERIODIC_RANGE_HELD * (in_p + in_o))
+        )
         cats = nv["pattern"].categories
+        chosen[cats == self.steps.pattern] = False  # the steps' own range holds the event
+        if not chosen.any():
+            return (), False
+        # The other steps each name runs in.
+        pairs = np.unique(codes[~per[w]].astype(np.int64) * w_s.size + w[~per[w]])
+        runs_in = np.bincount(pairs // w_s.size, minlength=n_c)
+        own = bool((chosen & (runs_in <= 0.1 * int((~per).sum()))).any())
+        ns = np.where(chosen, in_p, 0)
         top = descending(ns)[:DETAILS_LISTED].tolist()
-        return tuple(Detail(str(cats[c]), int(ns[c])) for c in top if ns[c] > 0)
+        return tuple(Detail(str(cats[c]), int(ns[c])) for c in top if ns[c] > 0), own
 
     def _home_thread(self) -> int:
         """The step thread; without steps, the process's main thread when it launches
@@ -1488,14 +1519,22 @@ class _ProcessDevice:
 
             state[hit] = per_distinct(ids, os_state, np.int64)
             detail[hit] = per_distinct(ids, lambda i: texts.code(ev.name_of(i)), np.int64)
-            # Memory given back before a pageable copy of the thread: the last batch's
-            # source buffer (a pageable batch is freed to the OS, a pinned one kept by the
-            # caching host allocator), the copies' own cost, gone with pinned memory.
+            # Memory given back before a pageable copy of the thread, in no range that ends
+            # before that copy: the last batch's source buffer (a pageable batch is freed to
+            # the OS, a pinned one kept by the caching host allocator), the copies' own cost,
+            # gone with pinned memory.
             released = per_distinct(ids, lambda i: bool(_RELEASE.match(ev.name_of(i))), bool)
             if released.any():
                 at = np.flatnonzero(hit)[released]
                 copies = self._pageable_calls(thread)
-                between = np.searchsorted(copies, mid[at]) < copies.size
+                k = np.searchsorted(copies, mid[at])
+                between = k < copies.size
+                # Not inside a range that ends before that copy (a checkpoint's own munmap).
+                if between.any() and len(nv):
+                    j = iv.innermost_cover(nv["start"], nv["end"], mid[at])
+                    ends = np.where(j >= 0, nv["end"][np.clip(j, 0, None)], np.iinfo(np.int64).max)
+                    nxt = copies[np.clip(k, 0, max(copies.size - 1, 0))] if copies.size else ends
+                    between &= ends >= nxt
                 at = at[between]
                 state[at] = _API + _COPY
                 name = ids[released][between]

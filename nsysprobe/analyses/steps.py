@@ -35,7 +35,8 @@ from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
 ROWS_LISTED = 10_000
-# Steps follow one another: together they cover most of the time from the first to the last.
+# Steps follow one another: together they cover most of the time from the first to the last
+# (numbered ranges named like steps need not: see ``_choose_pattern``).
 MIN_STEP_COVERAGE = 0.5
 # Validation and test loops repeat too; the training steps win over them.
 _EVAL_WORD = r"(?i)(?:^|[^a-z])(?:val|valid|validation|eval|evaluation|test|inference)(?:[^a-z]|$)"
@@ -236,7 +237,12 @@ def _choose_pattern(tops: Table, step_range: str | None, rows=None) -> str | Non
         return str(patterns.categories[by_count(hits)[0]])
     table = _per_pattern_and_thread(tops, rows)
     coverage = table["total"] / np.maximum(table["last"] - table["first"], 1)
-    table = table.take((table["count"] >= 2) & (coverage >= MIN_STEP_COVERAGE))
+    # A numbered step range may cover little of the loop (a checkpoint or an evaluation after
+    # it, outside it): it stays a candidate, and wins over what runs between the steps.
+    named = np.array(
+        [bool(re.search(_STEP_WORD, p)) and "#" in p for p in table["pattern"]], dtype=bool
+    )
+    table = table.take((table["count"] >= 2) & ((coverage >= MIN_STEP_COVERAGE) | named))
     if not len(table):
         return None
     patterns = table["pattern"].tolist()

@@ -15,16 +15,26 @@ follow the Nsight Systems GUI, per thread then per GPU:
 The count is bounded whatever the trace: at most ``MAX_THREADS`` threads (those launching
 CUDA work first, then the busiest), ``MAX_NVTX_DEPTH`` NVTX levels and ``MAX_STREAMS`` streams;
 within a row, events of one kind closer together than one ``PIXELS``-th of the window are
-merged into one bar that counts them (a screen cannot show them apart anyway). Idle spans are
-the gaps between the union of GPU work on a device longer than the report's threshold.
+merged into one bar that counts them (a screen cannot show them apart anyway). A merged bar of
+kernels says nothing of how busy the GPU was under it, so each GPU row also keeps its work as
+time covered (``Busy``: the union per kind of work): a figure asks it how much of each pixel
+column's time the GPU was busy, at any zoom. A GPU with several streams gets a first row,
+"all streams", with the union of them all (the busy time the verdict counts):
+
+    stream 7      [k][k] [k]   [k]  [k][k][k][k]   kernels, many to a pixel column in a real step
+    column        |  60%  | 20% |20%|  100%   |    how much of each column's time was busy
+
+Idle spans are the gaps between the union of GPU work on a device longer than the report's
+threshold.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.events import Events, api_name
 from nsysprobe.analyses.gaps import GapsResult, api_category, osrt_category
 from nsysprobe.analyses.steps import StepsResult
@@ -68,12 +78,41 @@ class Bar:
     count: int  # events merged into this bar
 
 
+@dataclass(frozen=True, eq=False)
+class Busy:
+    """A GPU row's work as time covered, clipped to the window: per kind of work (``KINDS``)
+    the union of its operations, and the union of them all."""
+
+    kinds: tuple[str, ...]
+    by_kind: tuple[iv.Intervals, ...]
+    union: iv.Intervals
+
+    def busy_ns(self, starts, ends, kind: str | None = None) -> np.ndarray:
+        """Busy nanoseconds in each [start, end): of the union, or of one kind's work."""
+        spans = self.union if kind is None else self.by_kind[self.kinds.index(kind)]
+        return _busy_before(spans, ends) - _busy_before(spans, starts)
+
+
+def _busy_before(spans: iv.Intervals, points) -> np.ndarray:
+    """Busy nanoseconds of disjoint sorted ``spans`` before each point."""
+    s, e = spans
+    points = np.asarray(points, dtype=np.int64)
+    if not s.size:
+        return np.zeros(points.shape, dtype=np.int64)
+    done = np.concatenate(([0], np.cumsum(e - s)))
+    begun = np.searchsorted(s, points, side="right")  # spans begun at or before each point
+    # every span begun but the last ended before the point; the last may run past it
+    running = np.maximum(e[np.maximum(begun - 1, 0)] - points, 0)
+    return done[begun] - np.where(begun > 0, running, 0)
+
+
 @dataclass(frozen=True)
 class Lane:
     group: str  # the thread or "GPU n"
-    title: str  # "NVTX", "NVTX 2", "CUDA API", "OS runtime", "stream 7"
+    title: str  # "NVTX", "NVTX 2", "CUDA API", "OS runtime", "stream 7", "all streams"
     bars: tuple[Bar, ...]
     events: int  # events in the window before merging
+    busy: Busy | None = None  # GPU rows: their work as time covered
 
 
 @dataclass(frozen=True)
@@ -266,21 +305,38 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
         omitted.append(f"{keys[0].size - MAX_STREAMS} streams")
     lanes = []
     for dev, stream in list(zip(keys[0].tolist(), keys[1].tolist()))[:MAX_STREAMS]:
-        part = ops.take((ops["deviceId"] == dev) & (ops["streamId"] == stream))
-        lanes.append(
-            _lane(
-                f"GPU {int(dev)}",
-                f"stream {int(stream)}",
-                part,
-                part["name"].tolist(),
-                part["kind"].tolist(),
-                None,
-                w0,
-                w1,
-                tol,
-            )
+        on_device = ops["deviceId"] == dev
+        group = f"GPU {int(dev)}"
+        if not lanes or lanes[-1].group != group:
+            streams = np.unique(ops["streamId"][on_device]).size
+            if streams > 1:  # the device's union, of every stream (shown or not)
+                whole = ops.take(on_device)
+                busy = _busy(whole, w0, w1)
+                lanes.append(Lane(group, "all streams", (), int(len(whole)), busy))
+        part = ops.take(on_device & (ops["streamId"] == stream))
+        lane = _lane(
+            group,
+            f"stream {int(stream)}",
+            part,
+            part["name"].tolist(),
+            part["kind"].tolist(),
+            None,
+            w0,
+            w1,
+            tol,
         )
+        lanes.append(replace(lane, busy=_busy(part, w0, w1)))
     return lanes
+
+
+def _busy(ops: Table, w0: int, w1: int) -> Busy:
+    """The union of ``ops`` over the window, per kind and in all."""
+    s = np.clip(ops["start"].astype(np.int64), w0, w1)
+    e = np.clip(ops["end"].astype(np.int64), w0, w1)
+    present = set(ops["kind"].tolist())
+    kinds = tuple(k for k in KINDS if k in present)
+    by_kind = tuple(iv.union(s[ops["kind"] == k], e[ops["kind"] == k]) for k in kinds)
+    return Busy(kinds, by_kind, iv.union_of(list(by_kind)))
 
 
 def _copy_kind(kind: str, src: str) -> str:

@@ -186,9 +186,20 @@ def final_steps(wall: np.ndarray, startup: int) -> int:
 
 def steady_steps(wall: np.ndarray) -> slice:
     """The steps of the steady state: all but the leading start-up and the trailing one-time
-    steps (``startup_steps``, ``final_steps``)."""
+    steps (``startup_steps``, ``final_steps``). A first step that is long and breaks a
+    period the steps after it keep (``periodic_steps``) is start-up too: next to a periodic
+    event's long steps it need not be ``STARTUP_RATIO`` times the longest."""
     k = startup_steps(wall)
-    return slice(k, wall.size - final_steps(wall, k))
+    end = wall.size - final_steps(wall, k)
+    rest = wall[k:end]
+    if (
+        rest.size > 2 * PERIODIC_MIN
+        and periodic_steps(rest) is None
+        and rest[0] > PERIODIC_RATIO * float(np.percentile(rest[1:], 25))
+        and periodic_steps(rest[1:]) is not None
+    ):
+        k += 1
+    return slice(k, end)
 
 
 def periodic_steps(wall: np.ndarray) -> tuple[int, np.ndarray] | None:

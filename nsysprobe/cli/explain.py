@@ -15,29 +15,34 @@ from nsysprobe.cli import echo
     type=click.Choice(["text", "markdown"]),
     default="text",
     show_default=True,
-    help="markdown: the README's tables of analyses and recommendations.",
+    help="markdown: NAME's page, or without NAME the README's tables of analyses and "
+    "recommendations.",
 )
 def explain(name: str | None, fmt: str) -> None:
     """Explain an analysis (gaps, steps, account, ...) or a recommendation id (pinned_memory,
     host_sync, ...); without NAME, list them all with one line each.
 
-    The text is each analysis module's own definition and the diagnosis's catalogue of ids,
-    the same text the README's tables are made from.
+    An analysis is its module's own definition. A recommendation's page says when it fires
+    (its thresholds, read from the code), the evidence it reads and writes, the fix with
+    code, an example from a real trace (analyzed now where the repository's sample_traces/
+    is at hand) and how to confirm the fix worked. The README's tables are made from the
+    same text.
 
     \b
     Examples:
       nsysprobe explain                  every analysis and recommendation, a line each
       nsysprobe explain gaps             how idle gaps are found and attributed
-      nsysprobe explain pinned_memory    what the recommendation means
+      nsysprobe explain pinned_memory    when it fires, the fix, an example, how to confirm
+      nsysprobe explain host_sync --format markdown
     """
     from nsysprobe.report import explain as catalogue
 
-    if fmt == "markdown" and name is not None:
-        raise click.UsageError("--format markdown prints the tables of every name; give no NAME")
-    if fmt == "markdown":
+    if name is None and fmt == "markdown":
         echo(catalogue.markdown_tables(), nl=False)
     elif name is None:
         for topic in catalogue.topics():
             echo(f"{topic.name:<22} {topic.kind:<15} {topic.summary}")
+    elif fmt == "markdown":
+        echo(catalogue.explain(name).markdown, nl=False)
     else:
         echo(catalogue.explain(name).text)

@@ -9,7 +9,8 @@ the time measured. Each gain is what
 its fix can remove, bounded by the trace, its assumption in the evidence: overlap hides
 copies or communication only under compute (step by step, the lesser of the two), pinned
 memory brings pageable copies to the pinned rate, every other fix removes at most its idle
-time; no step drops below its GPU work. The ids are stable, so scripts can rely on them:
+time; no step drops below its GPU work. The ids are stable, so scripts can rely on them; each
+has its page in ``pages.py`` (``nsysprobe explain ID``: thresholds, evidence, fix, example):
 
     multiprocess_loading   idle while the training thread produced batches itself
                            (``loading``) or waited for loader workers (``loader_wait``),
@@ -401,22 +402,24 @@ def _patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
     ``PATTERN_CAUSES`` beyond its median over the other steady steps (none: all of it). The
     periodic rule's steps are left to it, and what is moved is scaled as ``a``'s buckets are
     (``Account.normal_view``)."""
+    # Steps by their index (names repeat: 'step' every step, numbers restarting each epoch);
+    # the step patterns' rows are the account's steps, in order.
     patterns = []
     if sp is not None and sp.verdict:
-        patterns.append((sp.verdict, set(sp.pattern_steps)))
+        patterns.append((sp.verdict, {i for i, s in enumerate(sp.steps) if s.pattern}))
     if sp is not None and sp.births is not None and sp.births.loader:
-        patterns.append((WORKER_START, {g.step for g in sp.births.generations}))
+        patterns.append((WORKER_START, {i for i, s in enumerate(sp.steps) if s.births}))
     if not patterns:
         return a
-    periodic = set(a.periodic.steps) if a.periodic is not None else set()
+    periodic = set(a.periodic.indices) if a.periodic is not None else set()
     steady = [s for s in a.steps if not s.startup and not s.final]
-    kept = [s for s in steady if s.name not in periodic]
+    kept = [s for s in steady if s.index not in periodic]
     scale = len(steady) / len(kept) if kept else 0.0
-    taken = set().union(*(names for _, names in patterns))
-    per_step = {s.name: dict(s.buckets) for s in kept}
+    taken = set().union(*(steps for _, steps in patterns))
+    per_step = {s.index: dict(s.buckets) for s in kept}
     base = {
-        c: float(np.median([per_step[s.name].get(c, 0) for s in others]))
-        if (others := [s for s in kept if s.name not in taken])
+        c: float(np.median([per_step[s.index].get(c, 0) for s in others]))
+        if (others := [s for s in kept if s.index not in taken])
         else 0.0
         for c in PATTERN_CAUSES
     }
@@ -427,10 +430,10 @@ def _patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
         each = []
         for s in kept:
             excess = 0.0
-            if s.name in steps:
+            if s.index in steps:
                 for c in PATTERN_CAUSES:
-                    x = max(0.0, per_step[s.name].get(c, 0) - base[c])
-                    per_step[s.name][c] = per_step[s.name].get(c, 0) - x  # not moved twice
+                    x = max(0.0, per_step[s.index].get(c, 0) - base[c])
+                    per_step[s.index][c] = per_step[s.index].get(c, 0) - x  # not moved twice
                     by_cause[c] = by_cause.get(c, 0.0) + x * scale
                     excess += x
             each.append(excess)
@@ -1098,7 +1101,7 @@ def _periodic(a: Account) -> Recommendation | None:
         return None
     where = p.ranges[0].name if p.ranges else ""
     named = f"'{where}' ({_ms(p.ranges[0].ns)} in those steps)" if where else "no NVTX range"
-    hidden, halved = p.excess_idle_ns, p.excess_ns / 2
+    hidden, halved = min(p.excess_idle_ns, p.excess_ns), p.excess_ns / 2
     saved = max(hidden, halved)
     bound = (
         f"off the training thread, the GPU idle it causes ({_ms(hidden)})"

@@ -5,7 +5,10 @@ The verdict and the ranked recommendations come first, then the figures, drawn a
 
 - a timeline of a few representative steps in the style of the Nsight Systems GUI (NVTX rows
   in their own colors, CUDA API and OS-runtime calls per thread, kernels and copies per
-  stream, GPU idle gaps shaded), from ``nsysprobe.analyses.timeline``;
+  stream, GPU idle gaps hatched), from ``nsysprobe.analyses.timeline``. A GPU row is drawn as
+  what the GPU did in each pixel column: the column shaded by the share of its time the
+  work ran, each kind in its color (``busy_colors``), so a step of thousands of tiny kernels
+  reads as the mostly idle row it is, not as one solid bar;
 - where each step's time went: the step thread's CPU time by child range, and GPU busy/idle;
 - copy/compute overlap per device;
 
@@ -22,15 +25,17 @@ by construction, its control characters dropped.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import ClassVar
 
 import jinja2
+import numpy as np
 from markupsafe import Markup
 
 from nsysprobe.analyses.events import range_pattern
-from nsysprobe.analyses.timeline import KINDS, Timeline
+from nsysprobe.analyses.timeline import KINDS, Busy, Lane, Timeline
 from nsysprobe.render.sections import Section, headline, ms, pct, sections
 from nsysprobe.report.analyze import Report
 
@@ -39,22 +44,24 @@ ACCOUNT_TITLE = "Where the step time went (step account)"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _NUMERIC = re.compile(r"^[-+]?[\d,.]+\s*(%|ms|s|B|kB|MB|GB)?$")
 
+# Every kind at least 20 CIELAB units (delta E 1976) from every other and from white
+# (tests/render/test_palette.py): told apart side by side, and a GPU row mixes them.
 KIND_COLORS = {
-    "nvtx": "#9aa5b1",
+    "nvtx": "#a4b7d5",
     "kernel": "#3f6fd1",
     "memcpy HtoD": "#2e9d4a",
-    "memcpy HtoD pageable": "url(#pageable)",
-    "memcpy DtoH": "#c2417a",
-    "memcpy DtoD": "#8a5cc2",
-    "memcpy other": "#8c6d4b",
-    "memset": "#1aa3b5",
-    "cuda_sync": "#d64545",
-    "cuda_copy": "#e8893a",
-    "cuda_launch": "#6fb5ae",
-    "cuda_other": "#b9b2aa",
-    "os_wait": "#e6c229",
-    "os_call": "#a77bb0",
-    "mixed": "#8f8f8f",
+    "memcpy HtoD pageable": "#92c22c",
+    "memcpy DtoH": "#c52172",
+    "memcpy DtoD": "#8946b1",
+    "memcpy other": "#926238",
+    "memset": "#0093a8",
+    "cuda_sync": "#da394c",
+    "cuda_copy": "#eb8c1e",
+    "cuda_launch": "#7bb69b",
+    "cuda_other": "#ccb19a",
+    "os_wait": "#ffdf4a",
+    "os_call": "#956590",
+    "mixed": "#6d7271",
 }
 KIND_LABELS = {
     "nvtx": "NVTX range (its own color)",
@@ -265,6 +272,14 @@ W = 1200
 LABEL_W = 250
 X0, X1 = LABEL_W + 8, W - 12
 ROW_H, ROW_GAP, GROUP_H = 20, 3, 20
+# A GPU row: one column a unit (a pixel at the page's full width) shaded by how busy it was,
+# from its track (the color of idle time) to solid. Runs of one color are one rect, and each
+# goes on under the next for RUN_ON units (never past its end), so that where two meet inside a
+# pixel the pixel mixes the two: anti-aliased edges laid side by side would let the page
+# behind show through.
+TRACK = "#f3f4f7"
+COLUMNS = X1 - X0
+RUN_ON = 2
 
 
 def timeline_figure(tl: Timeline) -> Figure:
@@ -303,8 +318,9 @@ def timeline_figure(tl: Timeline) -> Figure:
         out.append(Text(tx, top - 8, _ms_label(tick - origin), 10, "#5d6675", "middle", cls="tick"))
         tick += step
 
-    # idle gaps, behind the bars; each label in its device's last row
+    # idle gaps, behind the bars; each label in its device's last row, over its track
     label_y = {lane.group: ly + ROW_H - 5 for ly, lane in lane_y}
+    idle_labels: list[Text] = []
     for gap in tl.idle:
         x0, x1 = x(gap.start_ns), x(gap.end_ns)
         title = f"GPU {gap.device_id} idle {ms(gap.end_ns - gap.start_ns)}"
@@ -312,7 +328,7 @@ def timeline_figure(tl: Timeline) -> Figure:
         label = _fit(title, x1 - x0)
         if label:
             ty = label_y.get(f"GPU {gap.device_id}", bottom - 6)
-            out.append(Text((x0 + x1) / 2, ty, label, 10, "#b23a3a", "middle", 600))
+            idle_labels.append(Text((x0 + x1) / 2, ty, label, 10, "#b23a3a", "middle", 600))
 
     # steps: boundaries and names
     edges = sorted({m.start_ns for m in tl.steps} | {tl.steps[-1].end_ns} if tl.steps else set())
@@ -330,6 +346,12 @@ def timeline_figure(tl: Timeline) -> Figure:
         out.append(Text(8, gy + 14, _fit(name, LABEL_W + 200, 12) or name, 12, weight=700))
     for ly, lane in lane_y:
         out.append(Text(24, ly + 14, lane.title, 11, "#5d6675", cls="lane-label"))
+        if lane.busy is not None:
+            columns = _busy_columns(lane.busy, tl.start_ns, tl.end_ns, ly)
+            axis = (("start-ns", tl.start_ns), ("end-ns", tl.end_ns), ("columns", COLUMNS))
+            out.append(Group("busy", (("lane", f"{lane.group} {lane.title}"), *axis), columns))
+            out.append(Group("lane", (("title", lane.title),), _gpu_bars(lane, x, ly)))
+            continue
         bars: list[Rect | Text] = []
         for bar in lane.bars:
             bx0, bx1 = x(bar.start_ns), x(bar.end_ns)
@@ -353,16 +375,83 @@ def timeline_figure(tl: Timeline) -> Figure:
             if label:
                 bars.append(Text(bx0 + 3, ly + 14, label, 10, _ink_on(fill)))
         out.append(Group("lane", (("title", lane.title),), tuple(bars)))
+    out += idle_labels
     out.append(Line(X0, top, X0, bottom, "#aab1bd"))
     out.append(_legend(kinds, bottom + 10))
     return Figure("timeline-svg", "timeline", W, height, tuple(out), defs=True)
 
 
+def _rgb(fill: str) -> np.ndarray:
+    return np.array([int(fill[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+def _hex(rgb: list[int]) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+def busy_colors(busy: Busy, starts, ends) -> tuple[np.ndarray, list[str]]:
+    """(the share of each [start, end) that the GPU was busy (the union of the row's work),
+    the color it is painted): the track mixed with each kind's color by the share that kind
+    ran, so a column busy 8 % of its time is 8 % of the way from idle to solid. Kinds that ran
+    at once (on several streams) share the union's time by their own shares."""
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    width = (ends - starts).astype(float)
+    share = np.divide(busy.busy_ns(starts, ends), width, out=np.zeros(width.shape), where=width > 0)
+    if not busy.kinds:
+        return share, [TRACK] * len(share)
+    ran = np.array([busy.busy_ns(starts, ends, k) for k in busy.kinds], dtype=float)
+    total = ran.sum(axis=0)
+    ran *= np.divide(share, total, out=np.zeros(share.shape), where=total > 0)
+    colors = np.array([_rgb(KIND_COLORS[k]) for k in busy.kinds])
+    rgb = np.rint(_rgb(TRACK) * (1 - share)[:, None] + ran.T @ colors).astype(int)
+    return share, [_hex(c) for c in rgb.tolist()]
+
+
+def _busy_columns(busy: Busy, w0: int, w1: int, y: float) -> tuple[Rect, ...]:
+    """A GPU row as COLUMNS columns over [w0, w1), each shaded by how busy it was."""
+    edges = w0 + np.arange(COLUMNS + 1, dtype=np.int64) * (w1 - w0) // COLUMNS
+    _, colors = busy_colors(busy, edges[:-1], edges[1:])
+    firsts = [0] + [i for i in range(1, COLUMNS) if colors[i] != colors[i - 1]]
+    ends = firsts[1:] + [COLUMNS]
+    out = []
+    for k, (a, b) in enumerate(zip(firsts, ends)):
+        under_next = min(b + RUN_ON, ends[k + 1]) if b < COLUMNS else b
+        out.append(Rect(X0 + a, y, under_next - a, ROW_H, colors[a]))
+    return tuple(out)
+
+
+def _gpu_bars(lane: Lane, x: Callable[[int], float], y: float) -> tuple[Rect | Text, ...]:
+    """A GPU row's events, unpainted (the columns below show them): each a tooltip with its
+    name and length, and with how busy the GPU was under it when it merges several, and a
+    label where one fits."""
+    if not lane.bars:
+        return ()
+    starts = np.array([b.start_ns for b in lane.bars], dtype=np.int64)
+    ends = np.array([b.end_ns for b in lane.bars], dtype=np.int64)
+    shares, fills = busy_colors(lane.busy, starts, ends)
+    out: list[Rect | Text] = []
+    for bar, share, fill in zip(lane.bars, shares.tolist(), fills):
+        bx0, bx1 = x(bar.start_ns), x(bar.end_ns)
+        busy = f" · GPU busy {pct(share)}" if bar.count > 1 else ""
+        title = f"{bar.name} · {ms(bar.end_ns - bar.start_ns)}{busy}"
+        out.append(
+            Rect(bx0, y, bx1 - bx0, ROW_H, "transparent", title, "ev", (("kind", bar.kind),))
+        )
+        label = _fit(bar.name + (f" · {pct(share)} busy" if bar.count > 1 else ""), bx1 - bx0)
+        if label:
+            out.append(Text(bx0 + 3, y + 14, label, 10, _ink_on(fill)))
+    return tuple(out)
+
+
 def _legend_kinds(tl: Timeline) -> list[str]:
-    present = {b.kind for lane in tl.lanes for b in lane.bars}
+    present = set()
+    for lane in tl.lanes:
+        present |= set(lane.busy.kinds) if lane.busy else {b.kind for b in lane.bars}
     kinds = [k for k in KINDS if k in present]
     if tl.idle:
         kinds.append("idle")
+    if any(lane.busy for lane in tl.lanes):
+        kinds.append("busy")
     return kinds
 
 
@@ -371,11 +460,21 @@ def _legend(kinds: list[str], y: float) -> Group:
     for i, kind in enumerate(kinds):
         lx = X0 + (i % 4) * 230
         ly = y + (i // 4) * 18
+        if kind == "busy":  # the shades of a GPU row's columns, from idle to busy throughout
+            for j, share in enumerate((0, 0.25, 0.5, 0.75, 1)):
+                fill = _mix(TRACK, KIND_COLORS["kernel"], share)
+                out.append(Rect(lx + 9 * j, ly, 9, 12, fill, stroke="#aab1bd", stroke_width=0.5))
+            out.append(Text(lx + 50, ly + 10, "GPU busy 0-100% of a column", 11, "#5d6675"))
+            continue
         fill = "url(#idle)" if kind == "idle" else KIND_COLORS[kind]
         label = "GPU idle gap" if kind == "idle" else KIND_LABELS[kind]
         out.append(Rect(lx, ly, 14, 12, fill, stroke="#aab1bd", stroke_width=0.5))
         out.append(Text(lx + 20, ly + 10, label, 11, "#5d6675"))
     return Group("legend", (), tuple(out))
+
+
+def _mix(a: str, b: str, share: float) -> str:
+    return _hex(np.rint(_rgb(a) * (1 - share) + _rgb(b) * share).astype(int).tolist())
 
 
 # -- where the time went, per step -----------------------------------------------------------
@@ -509,33 +608,42 @@ def steps_figure(report: Report, tl: Timeline | None = None) -> Figure:
 
 # -- the step account -------------------------------------------------------------------------
 
-# Busy kinds in blues and greens, idle causes in warm colors, the rest grey.
+# Busy kinds in greens and blues, idle causes mostly in warm colors; the common copy kinds
+# named, other copies from COPY_COLORS in turn. Every color at least 20 CIELAB units from every
+# other and from white (tests/render/test_palette.py), so that no two buckets of an account
+# look alike while it has at most len(COPY_COLORS) other copy kinds.
 BUCKET_COLORS = {
-    "compute": "#2f7d32",
-    "communication": "#6a4fb3",
-    "memset": "#8aa29e",
-    "loading": "#d1495b",
-    "loader_wait": "#ee7b30",
-    "sync": "#edae49",
-    "readback": "#b5651d",
-    "blocking_copy": "#c9a227",
-    "allocator": "#8c564b",
-    "launch": "#e377c2",
-    "cpu": "#ff9896",
-    "os_call": "#9467bd",
-    "os_wait": "#c5b0d5",
-    "module_loading": "#7f7f7f",
-    "cuda_api": "#bcbd22",
-    "queued": "#c7c7c7",
-    "profiler_overhead": "#dbdbdb",
+    "compute": "#108436",
+    "communication": "#4447ba",
+    "memset": "#5d918e",
+    "memcpy HtoD Pinned": "#0172be",
+    "memcpy HtoD Pageable": "#15cbca",
+    "memcpy DtoH Pinned": "#9de1ff",
+    "memcpy DtoH Pageable": "#132f59",
+    "memcpy DtoD": "#009dca",
+    "memcpy PtoP": "#9278cf",
+    "loading": "#f25867",
+    "loader_wait": "#f57324",
+    "sync": "#f8bd5b",
+    "readback": "#853a00",
+    "blocking_copy": "#9c7407",
+    "allocator": "#86443e",
+    "launch": "#ea74d7",
+    "cpu": "#e79392",
+    "os_call": "#1b1261",
+    "os_wait": "#d8a3d2",
+    "module_loading": "#7f6b75",
+    "cuda_api": "#cbca00",
+    "queued": "#c2b3a3",
+    "profiler_overhead": "#263a36",
 }
-COPY_COLORS = ("#1f77b4", "#4a98c9", "#17becf", "#9ecae1", "#6baed6")
+COPY_COLORS = ("#91d2a8", "#aad35c", "#9eb9ff")
 
 
 def _bucket_colors(names: list[str]) -> dict[str, str]:
-    out, copies = {}, iter(COPY_COLORS * 4)
+    out, others = {}, iter(COPY_COLORS * (len(names) // len(COPY_COLORS) + 1))
     for n in names:
-        out[n] = BUCKET_COLORS.get(n) or next(copies)
+        out[n] = BUCKET_COLORS.get(n) or next(others)
     return out
 
 

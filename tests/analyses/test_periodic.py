@@ -149,3 +149,68 @@ ALL = sorted(p.name for p in SAMPLE_TRACES.glob("*.sqlite")) + sorted(
 def test_no_periodic_event_in_the_other_captures(name):
     recs = nsysprobe.analyze(SAMPLE_TRACES / name).recommendations
     assert "periodic_step" not in [r.id for r in recs]
+
+
+def _named_ranges(db, like: str) -> list[tuple[int, int, int]]:
+    return db.execute(
+        "SELECT n.rowid, n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+        "ON s.id = n.textId WHERE n.eventType = 59 AND coalesce(n.text, s.value) GLOB ? "
+        "ORDER BY n.start",
+        (like,),
+    ).fetchall()
+
+
+@pytest.mark.parametrize(
+    ("name", "inner", "every"),
+    [
+        ("h200_checkpoint.sqlite", "save checkpoint", 4),
+        ("h200_weight_histograms.sqlite", "log metrics", 4),
+    ],
+)
+def test_an_event_after_the_step_range_is_still_the_step_s_event(name, inner, every, tmp_path):
+    """``with nvtx.annotate('step'): train()`` then ``if i % N == 0: save()``: each step's
+    range ends where its 'train' ends, the event runs between steps. The numbered step range
+    stays the steps (not the event's range, which covers more of the loop), and the event is
+    found with its period and named by its range."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / name
+    shutil.copy(SAMPLE_TRACES / name, path)
+    db = sqlite3.connect(path)
+    trains = _named_ranges(db, "train")
+    for rowid, start, end in _named_ranges(db, "step [0-9]*"):
+        train_end = next(e for _, s, e in trains if start <= s < end)
+        db.execute("UPDATE NVTX_EVENTS SET end = ? WHERE rowid = ?", (train_end + 1000, rowid))
+    db.commit()
+    db.close()
+    report = nsysprobe.analyze(path)
+    assert report.steps.range_pattern == "step #"
+    first = report.recommendations[0]
+    assert first.id == "periodic_step"
+    assert first.evidence["period_steps"] == every and first.evidence["range"] == inner
+
+
+def test_steps_of_one_name_are_told_apart_by_their_place(tmp_path):
+    """Step ranges all named 'train_step' (no number): each step is still its own, so the
+    autotuning steps' idle is moved apart step by step, as with numbered steps."""
+    import shutil
+    import sqlite3
+
+    name = "h200_cudnn_autotune.sqlite"
+    path = tmp_path / name
+    shutil.copy(SAMPLE_TRACES / name, path)
+    db = sqlite3.connect(path)
+    db.execute(
+        "INSERT INTO StringIds (id, value) "
+        "VALUES ((SELECT max(id) + 1 FROM StringIds), 'train_step')"
+    )
+    (sid,) = db.execute("SELECT id FROM StringIds WHERE value = 'train_step'").fetchone()
+    for rowid, _, _ in _named_ranges(db, "step [0-9]*"):
+        db.execute("UPDATE NVTX_EVENTS SET text = NULL, textId = ? WHERE rowid = ?", (sid, rowid))
+    db.commit()
+    db.close()
+    numbered = nsysprobe.analyze(SAMPLE_TRACES / name).recommendations[0]
+    first = nsysprobe.analyze(path).recommendations[0]
+    assert first.id == numbered.id == "autotuning"
+    assert first.saved_ns == numbered.saved_ns

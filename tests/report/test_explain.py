@@ -1,5 +1,6 @@
 """``nsysprobe explain``: each analysis's definition from its module's docstring, each
-recommendation's meaning from the diagnosis's catalogue, and the README's tables the same."""
+recommendation's meaning from the diagnosis's catalogue, and the README's tables the same.
+Each recommendation's page (``nsysprobe/diagnose/pages.py``): ``test_explain_pages.py``."""
 
 import ast
 import re
@@ -60,7 +61,16 @@ def test_a_recommendation_says_its_meaning_and_an_unknown_name_is_one_line():
     assert result.output.startswith("nsysprobe: error: explain 'turbo': no analysis or")
 
 
-def test_markdown_is_the_tables_of_every_name_and_takes_none():
+def test_markdown_of_a_name_is_its_page_and_its_readme_row_is_the_page_s_first_line():
     result = invoke("gaps", "--format", "markdown")
-    assert result.exit_code == 2
-    assert result.output.startswith("nsysprobe: error: --format markdown prints the tables")
+    assert result.exit_code == 0
+    assert result.output.startswith("## `gaps`\n\nGPU activity and idle gaps, per device")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = dict(
+        re.findall(r"^\| `([a-z_]+)` \| (.*) \|$", readme.split(BEGIN, 1)[1].split(END)[0], re.M)
+    )
+    for name in ("host_sync", "gpu_bound", "periodic_step"):
+        page = invoke(name, "--format", "markdown").output.split("\n\n")
+        assert page[0] == f"## `{name}`"
+        assert page[1] == rows[name].replace("\\|", "|")
+        assert page[2] == "### When it fires"
