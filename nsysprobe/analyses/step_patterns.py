@@ -202,6 +202,10 @@ def analyze_step_patterns(events: Events, account: Account) -> StepPatterns | No
     verdict, pattern = "", np.zeros(n, dtype=bool)
     for name, signature in zip(VERDICTS, (new_set & storm, loads > 0)):
         candidate = steady & signature
+        # Autotuning allocates workspaces for the candidates it times: new kernels and a
+        # storm of syncs without any allocation are not it.
+        if name == VERDICTS[0] and not allocs[candidate].any():
+            continue
         if int((candidate & compared).sum()) >= MIN_PATTERN_STEPS:
             verdict, pattern = name, candidate
             break

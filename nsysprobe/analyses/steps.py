@@ -36,7 +36,7 @@ from nsysprobe.trace.reader import pid_of
 
 ROWS_LISTED = 10_000
 # Steps follow one another: together they cover most of the time from the first to the last
-# (numbered ranges named like steps need not: see ``_choose_pattern``).
+# (numbered ranges named like steps, beside a sparser range, need not: ``_choose_pattern``).
 MIN_STEP_COVERAGE = 0.5
 # Validation and test loops repeat too; the training steps win over them.
 _EVAL_WORD = r"(?i)(?:^|[^a-z])(?:val|valid|validation|eval|evaluation|test|inference)(?:[^a-z]|$)"
@@ -237,12 +237,24 @@ def _choose_pattern(tops: Table, step_range: str | None, rows=None) -> str | Non
         return str(patterns.categories[by_count(hits)[0]])
     table = _per_pattern_and_thread(tops, rows)
     coverage = table["total"] / np.maximum(table["last"] - table["first"], 1)
-    # A numbered step range may cover little of the loop (a checkpoint or an evaluation after
-    # it, outside it): it stays a candidate, and wins over what runs between the steps.
-    named = np.array(
+    numbered_step = np.array(
         [bool(re.search(_STEP_WORD, p)) and "#" in p for p in table["pattern"]], dtype=bool
     )
-    table = table.take((table["count"] >= 2) & ((coverage >= MIN_STEP_COVERAGE) | named))
+    sparse = table.take((table["count"] >= 2) & numbered_step & (coverage < MIN_STEP_COVERAGE))
+    table = table.take((table["count"] >= 2) & (coverage >= MIN_STEP_COVERAGE))
+    best = _best_pattern(table)
+    # A numbered step range may cover little of the loop when something runs between the
+    # steps (a checkpoint or an evaluation after the step's range): when what would be chosen
+    # is no such range and repeats less often, the steps are the numbered ones.
+    if best is not None and len(sparse) and not re.search(_STEP_WORD, best):
+        most = int(np.argmax(sparse["count"]))
+        if sparse["count"][most] > table["count"][table["pattern"].tolist().index(best)]:
+            return str(sparse["pattern"][most])
+    return best
+
+
+def _best_pattern(table: Table) -> str | None:
+    """The steps' pattern among candidates that repeat and cover their span."""
     if not len(table):
         return None
     patterns = table["pattern"].tolist()

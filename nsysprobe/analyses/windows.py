@@ -210,7 +210,7 @@ def periodic_steps(wall: np.ndarray) -> tuple[int, np.ndarray] | None:
     most half the steps are the event's). An event may spill into the step after it, so a
     run of long steps is one occurrence, at its first step. The occurrences are periodic
     when there are at least ``PERIODIC_MIN`` of them, ``period`` (two or more) steps apart
-    every time, none missing at either end, and none lasting a whole period."""
+    every time, none missing (one may, among four or more), and none lasting a whole period."""
     n = wall.size
     if n < 2 * PERIODIC_MIN:
         return None
@@ -222,11 +222,14 @@ def periodic_steps(wall: np.ndarray) -> tuple[int, np.ndarray] | None:
     if first.size < PERIODIC_MIN:
         return None
     gaps = np.diff(first)
-    period = int(gaps[0])
-    if period < 2 or (gaps != period).any():
+    period = int(np.bincount(gaps).argmax())  # the most common gap
+    if period < 2 or (gaps % period).any():
         return None
-    # An occurrence missing before the first or after the last, or one as long as the period.
-    if first[0] >= period or n - 1 - first[-1] >= period:
+    # Occurrences missing: between two (a gap of twice the period), before the first or
+    # after the last. One is let pass (an evaluation skipped once) where four or more occur,
+    # three or more steps apart (every other step, a skip is just irregular).
+    missing = int((gaps // period - 1).sum()) + first[0] // period + (n - 1 - first[-1]) // period
+    if missing > (1 if first.size > PERIODIC_MIN and period > 2 else 0):
         return None
     runs = np.searchsorted(first, long, side="right") - 1
     if (long - first[runs]).max() >= period - 1:

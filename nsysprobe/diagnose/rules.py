@@ -285,17 +285,22 @@ def _names(a: Account, *buckets: str) -> list[str]:
 
 def input_pipeline(a: Account) -> bool:
     """Whether the trace shows a training input pipeline behind the thread's ``loading`` and
-    ``loader_wait``: DataLoader worker processes; else the NVTX ranges the loading ran in,
+    ``loader_wait``: not when the loading, longer than the waits, ran mostly in ranges named
+    for weights or an optimizer; else DataLoader worker processes; else the ranges it ran in,
     by time, mostly named for input (``INPUT_WORDS``, none of ``NOT_INPUT_WORDS``) and not
     mostly for something else; else, with neither, the step's input copy: every steady step
     uploads, from a range not named for weights or an optimizer."""
-    if a.loader_processes:
-        return True
     b = a.bucket("loading")
     details = b.details if b else ()
     named = sum(d.ns for d in details)
     inputs = sum(d.ns for d in details if _input_name(d.name))
     other = sum(d.ns for d in details if _other_name(d.name))
+    # The thread's own code before its uploads, mostly named for weights or an optimizer and
+    # more than its waits for workers: not the input, workers in the report or not.
+    if named and 2 * other >= named and a.ns("loading") >= a.ns("loader_wait"):
+        return False
+    if a.loader_processes:
+        return True
     if named and 2 * inputs >= named:
         return True
     if named and 2 * other >= named:

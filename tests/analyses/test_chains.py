@@ -168,3 +168,30 @@ def test_every_micro_batch_waits_for_the_loader_not_only_a_step_s_first():
     assert polls == pytest.approx(expected, rel=0.01)
     ids = [r.id for r in report.recommendations]
     assert "multiprocess_loading" in ids and "os_runtime_stall" not in ids
+
+
+def test_an_optimizer_on_the_host_stays_one_when_the_trace_has_loader_workers(tmp_path):
+    """h200_cpu_optimizer (AdamW on the host between gradients down and weights up) with two
+    idle DataLoader worker processes added to the report: the thread's code before its
+    uploads is still the optimizer's (its range 'cpu optimizer'), not batch production."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "cpu_optimizer_with_workers.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_cpu_optimizer.sqlite", path)
+    db = sqlite3.connect(path)
+    (new,) = db.execute("SELECT max(id) + 1 FROM StringIds").fetchone()
+    db.execute("INSERT INTO StringIds (id, value) VALUES (?, 'pt_data_worker')", (new,))
+    (pid,) = gpu_pids(path)
+    (main_tid,) = db.execute("SELECT globalTid FROM ThreadNames LIMIT 1").fetchone()
+    high = main_tid >> 48 << 48  # nsys: the machine's bits, then pid << 24 | tid
+    for worker in (pid + 1000, pid + 1001):
+        tid = high | worker << 24 | worker
+        db.execute("INSERT INTO ThreadNames (globalTid, nameId) VALUES (?, ?)", (tid, new))
+        db.execute("INSERT INTO PROCESSES (pid, name) VALUES (?, 'pt_data_worker')", (worker,))
+    db.commit()
+    db.close()
+    report = nsysprobe.analyze(path)
+    assert report.account.main.loader_processes == 2
+    ids = [r.id for r in report.recommendations]
+    assert ids[0] == "cpu_optimizer" and "multiprocess_loading" not in ids

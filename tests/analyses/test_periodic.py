@@ -31,6 +31,8 @@ def _walls(*pattern):
         ([10, 10, 50, 30, 10] * 4, (5, [2, 3, 7, 8, 12, 13, 17, 18])),
         # every other step
         ([10, 40] * 6, (2, [1, 3, 5, 7, 9, 11])),
+        # every 4th, once skipped (among five): an evaluation skipped once
+        ([10, 10, 50, 10] * 2 + [10] * 4 + [10, 10, 50, 10] * 2, (4, [2, 6, 14, 18])),
     ],
 )
 def test_periodic_steps_are_found_with_their_period(walls, expected):
@@ -47,6 +49,8 @@ def test_periodic_steps_are_found_with_their_period(walls, expected):
         [10, 10, 10, 10, 10, 50, 10, 10, 50, 10, 10, 50],  # none in the first period
         [10, 50, 50, 50] * 4,  # long three steps in four: the typical step is the long one
         [10, 10, 14, 10] * 5,  # 1.4x a typical step: noise, not an event
+        [10, 10, 50, 10] + [10] * 4 + [10, 10, 50, 10] * 2 + [10] * 4,  # two skipped
+        [10, 10, 50, 10, 10, 10, 10, 10, 10, 10, 50, 10, 10, 10, 50],  # 8 then 4: one skip of 3
     ],
 )
 def test_no_period_where_there_is_none(walls):

@@ -294,3 +294,58 @@ def test_regular_captures_repeat_their_kernels_by_sql(name):
     assert sp.new_set_steps == sum(new[i] for i in compared) <= 1
     assert [s.new_set for s in sp.steps] == new
     assert not any(per_window(w, [t for t, _ in forks(path, a.pid)]))
+
+
+def test_new_kernel_names_and_a_sync_storm_without_allocations_are_not_autotuning(tmp_path):
+    """h200_readback with its kernels renamed every step (shape-specialized names) and 12
+    cudaDeviceSynchronize calls added to each step (timers that synchronize): every step runs
+    a new kernel set with a storm of syncs, but nothing allocates a workspace, so no candidate
+    kernels were timed: no autotuning, and the .item() syncs stay host_sync's."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "renamed_with_syncs.sqlite"
+    shutil.copy(SAMPLE_TRACES / "h200_readback.sqlite", path)
+    db = sqlite3.connect(path)
+
+    def string_id(text):
+        row = db.execute("SELECT id FROM StringIds WHERE value = ?", (text,)).fetchone()
+        if row:
+            return row[0]
+        (new,) = db.execute("SELECT max(id) + 1 FROM StringIds").fetchone()
+        db.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (new, text))
+        return new
+
+    steps = db.execute(
+        "SELECT n.start, n.end, n.globalTid FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+        "ON s.id = n.textId WHERE n.eventType = 59 AND coalesce(n.text, s.value) GLOB 'step *' "
+        "ORDER BY n.start"
+    ).fetchall()
+    sync = string_id("cudaDeviceSynchronize_v3020")
+    for i, (start, end, tid) in enumerate(steps):
+        upto = steps[i + 1][0] if i + 1 < len(steps) else end + 10**9
+        kernels = db.execute(
+            "SELECT k.rowid, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+            "ON s.id = k.shortName WHERE k.start >= ? AND k.start < ?",
+            (start, upto),
+        ).fetchall()
+        for rowid, name in kernels:
+            new = string_id(f"{name}_L{128 + 8 * i}")
+            db.execute(
+                "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = ?, demangledName = ? "
+                "WHERE rowid = ?",
+                (new, new, rowid),
+            )
+        for j in range(12):
+            at = start + (j + 1) * (end - start) // 14
+            db.execute(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, "
+                "correlationId, nameId, returnValue) VALUES (?, ?, 1, ?, 0, ?, 0)",
+                (at, at + 3000, tid, sync),
+            )
+    db.commit()
+    db.close()
+    report = nsysprobe.analyze(path)
+    assert report.step_patterns.verdict == ""
+    ids = [r.id for r in report.recommendations]
+    assert "autotuning" not in ids and ids[0] == "host_sync"
