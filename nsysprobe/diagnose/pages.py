@@ -20,6 +20,20 @@ from dataclasses import dataclass
 # it reads, ``BUCKET_ns`` and ``BUCKET_median_per_step_ns``.
 ACCOUNT_KEYS = ("account", "steps", "measured_ns", "buckets", "details")
 PER_BUCKET = ("{}_ns", "{}_median_per_step_ns")
+# What ``rules._step_pattern`` writes, for autotuning and recompilation alike.
+STEP_PATTERN_EVIDENCE = (
+    "pattern_steps",
+    "new_set_steps",
+    "compared_steps",
+    "distinct_kernels",
+    "syncs_per_step",
+    "timing_syncs_per_step",
+    "allocations_per_step",
+    "module_loads_per_step",
+    "sync_calls",
+    "library",
+    "bound",
+)
 
 
 @dataclass(frozen=True)
@@ -720,19 +734,7 @@ model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)""",
             "``step_patterns`` (nsysprobe explain step_patterns): the kernels and syncs of each "
             "step."
         ),
-        evidence=(
-            "pattern_steps",
-            "new_set_steps",
-            "compared_steps",
-            "distinct_kernels",
-            "syncs_per_step",
-            "timing_syncs_per_step",
-            "allocations_per_step",
-            "module_loads_per_step",
-            "sync_calls",
-            "library",
-            "bound",
-        ),
+        evidence=STEP_PATTERN_EVIDENCE,
         fix=(
             "Give the library shapes it has seen: fixed input shapes (resize or pad to one "
             "size), or a few buckets of sizes, each tuned once. Where shapes must keep "
@@ -776,19 +778,7 @@ torch.backends.cudnn.benchmark = False""",
         ),
         buckets=("recompilation",),
         reads="``step_patterns`` (nsysprobe explain step_patterns): the module loads of each step.",
-        evidence=(
-            "pattern_steps",
-            "new_set_steps",
-            "compared_steps",
-            "distinct_kernels",
-            "syncs_per_step",
-            "timing_syncs_per_step",
-            "allocations_per_step",
-            "module_loads_per_step",
-            "sync_calls",
-            "library",
-            "bound",
-        ),
+        evidence=STEP_PATTERN_EVIDENCE,
         fix=(
             "Compile once for the shapes that change: dynamic shapes in torch.compile, or "
             "inputs padded or bucketed to a few sizes, each compiled and loaded once. "

@@ -295,15 +295,16 @@ def input_pipeline(a: Account) -> bool:
     named = sum(d.ns for d in details)
     inputs = sum(d.ns for d in details if _input_name(d.name))
     other = sum(d.ns for d in details if _other_name(d.name))
+    elsewhere = named and 2 * other >= named
     # The thread's own code before its uploads, mostly named for weights or an optimizer and
     # more than its waits for workers: not the input, workers in the report or not.
-    if named and 2 * other >= named and a.ns("loading") >= a.ns("loader_wait"):
+    if elsewhere and a.ns("loading") >= a.ns("loader_wait"):
         return False
     if a.loader_processes:
         return True
     if named and 2 * inputs >= named:
         return True
-    if named and 2 * other >= named:
+    if elsewhere:
         return False
     where = a.copy_ranges[0].name if a.copy_ranges else ""
     return bool(a.step_count and a.htod.steps_with_copy >= a.step_count and not _other_name(where))

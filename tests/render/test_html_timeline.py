@@ -36,7 +36,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
-from test_html import browse, chromium_present, dump_dom, html_of, needs_chromium
+from test_html import (
+    browse,
+    chromium_present,
+    dense_kernels,
+    dump_dom,
+    html_of,
+    needs_chromium,
+)
 
 import nsysprobe
 import nsysprobe.render.html as html
@@ -358,14 +365,7 @@ def test_a_column_is_shaded_by_its_busy_share():
 def test_a_gpu_row_is_at_most_a_rect_a_column(build):
     """30,000 kernels of 2 us, 8 us apart (25 % busy): the row is at most one
     rect a column however many kernels there are, each column a quarter of the way to solid."""
-    ex = Export()
-    for step in range(3):
-        t0 = (1000 + step * 100) * MS
-        ex.nvtx(t0, t0 + 90 * MS, f"step {step}")
-        for k in range(10_000):
-            s = t0 + k * 8_000
-            ex.kernel(s, s + 2_000, name=f"k{k % 7}")
-    report = nsysprobe.analyze(build(ex), timeline=True)
+    report = nsysprobe.analyze(build(dense_kernels()), timeline=True)
     page = html.render_html(report, report.timeline)
     (row,) = re.findall(r'<g class="busy"[^>]*>(.*?)</g>', page, re.S)
     fills = re.findall(r'fill="(#[0-9a-f]{6})"', row)
