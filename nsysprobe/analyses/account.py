@@ -80,6 +80,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.calls import (
+    BIRTH_CALLS,
+    LAUNCH_APIS,
+    SLOW_LAUNCH_NS,
+    SYNC_APIS,
+    osrt_category,
+)
 from nsysprobe.analyses.communication import (
     CollectiveSummary,
     collective_of,
@@ -97,17 +104,10 @@ from nsysprobe.analyses.events import (
     per_distinct,
     sweep,
 )
-from nsysprobe.analyses.gaps import (
-    BIRTH_CALLS,
-    LAUNCH_APIS,
-    SLOW_LAUNCH_NS,
-    SYNC_APIS,
-    osrt_category,
-)
 from nsysprobe.analyses.steps import find_steps
 from nsysprobe.analyses.windows import STARTUP_WORDS, StepWindows, periodic_steps, steady_steps
 from nsysprobe.common.frames import Tables
-from nsysprobe.common.table import Labels, Table, by_count, descending, ranked
+from nsysprobe.common.table import Groups, Labels, Table, by_count, descending, ranked
 from nsysprobe.errors import InputError
 from nsysprobe.trace.reader import pid_of
 
@@ -297,6 +297,30 @@ class IdleSpans:
         return int(self.start_ns.size)
 
 
+# Idle stretches longer than this are the account's gaps (``IdleGaps``), by default.
+DEFAULT_MIN_GAP_NS = 1_000_000
+
+
+@dataclass(frozen=True)
+class IdleGaps:
+    """The idle stretches of the steady steps longer than ``min_gap_ns`` (from one
+    piece of the account's GPU work to the next, across step edges), in time order, with
+    their time by cause: what the gap tables list (``gaps.py``), in the account's words.
+    ``cause`` per gap: the index in ``IDLE_CAUSES`` of the cause holding most of it;
+    ``name`` the detail naming most of that cause's time in it (None when none does);
+    ``by_cause``: (cause, name, ns) over all the gaps, largest first."""
+
+    min_gap_ns: int
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    cause: np.ndarray
+    name: np.ndarray
+    by_cause: tuple[tuple[str, str | None, int], ...]
+
+    def __len__(self) -> int:
+        return int(self.start_ns.size)
+
+
 @dataclass(frozen=True)
 class Account(Tables):
     TABLES = {"buckets": Bucket, "steps": (AccountStep, "buckets")}
@@ -349,6 +373,9 @@ class Account(Tables):
     idle_spans: IdleSpans | None = None
     periodic: PeriodicSteps | None = None
     thread_id: int = -1  # the globalTid of ``thread``; -1 when no thread is known
+    # The steady steps' idle stretches longer than ``min_gap_ns`` (``analyze_account``), with
+    # their causes, for the gap tables; not part of the JSON (``gaps.py`` lists them).
+    idle_gaps: IdleGaps | None = None
 
     def bucket(self, name: str) -> Bucket | None:
         return next((b for b in self.buckets if b.name == name), None)
@@ -410,13 +437,15 @@ def analyze_account(
     *,
     steps: StepWindows | None | object = _FIND,
     idle_spans: bool = False,
+    min_gap_ns: int = DEFAULT_MIN_GAP_NS,
 ) -> AccountResult:
     """One account per (process, GPU) with GPU work; see the module docstring.
 
     ``steps``: the windows of the steps ``find_steps(events, step_range)`` found
     (``windows.project``; None when it found none), so a report holding one process does not
     look for its steps twice; without it they are found here. A report holding several
-    processes has each one's steps found in its own events.
+    processes has each one's steps found in its own events. ``min_gap_ns``: the shortest
+    idle stretch listed as a gap (``Account.idle_gaps``); it changes no bucket.
     """
     work = events.work_per_pair
     pairs = sorted((p, d) for d, pids in events.device_pids.items() for p in pids)
@@ -446,6 +475,7 @@ def analyze_account(
             if p == pid:
                 work = _ProcessDevice(events, pid, dev, found, loaders, issued.get(pid))
                 work.keep_spans = idle_spans
+                work.min_gap_ns = min_gap_ns
                 accounts.append(work.account())
                 del work
         del found  # a process's copy of its ranges: not held while the next one is found
@@ -502,6 +532,8 @@ class _ProcessDevice:
         self.steady = steady_steps(wall) if stepped else slice(0, wall.size)
         self.startup = self.steady.start
         self.keep_spans = False
+        self.min_gap_ns = DEFAULT_MIN_GAP_NS
+        self.idle_gaps: IdleGaps | None = None
         self._pageable: dict[int, np.ndarray] = {}
         # The steps of a periodic event among the steady ones (``periodic_steps``).
         self.period = 0
@@ -792,8 +824,10 @@ class _ProcessDevice:
         steady_s, steady_e = self.win_s[self.steady], self.win_e[self.steady]
         lo_s = int(steady_s[0]) if steady_s.size else hi
         hi_s = int(steady_e[-1]) if steady_s.size else hi
+        gaps = _GapSums(idle_s, idle_e, lo_s, hi_s, self.min_gap_ns)
         for p_s, p_e, cause, detail in pieces:
             self._sum_into(table, details, p_s, p_e, cause + len(busy_names), detail, texts)
+            gaps.add(p_s, p_e, cause, detail)
             if self.keep_spans:
                 inside = (p_e > lo_s) & (p_s < hi_s)
                 kept.append((p_s[inside], p_e[inside], cause[inside]))
@@ -801,6 +835,7 @@ class _ProcessDevice:
         if self.keep_spans:
             s_, e_, c_ = (np.concatenate(x) for x in zip(*kept))
             spans = IdleSpans(np.clip(s_, lo_s, None), np.clip(e_, None, hi_s), c_)
+        self.idle_gaps = gaps.result(texts)
         wall = self.win_e - self.win_s
         return self._result(
             labels,
@@ -979,6 +1014,7 @@ class _ProcessDevice:
             startup_range=self.startup_range if before else "",
             idle_spans=spans,
             periodic=periodic,
+            idle_gaps=self.idle_gaps,
         )
 
     def _periodic(self, labels, n_busy, steady, details, free) -> PeriodicSteps | None:
@@ -1550,6 +1586,63 @@ class _ProcessDevice:
             detail[free] = np.where(j >= 0, named, no_range)
             texts.ranges.update(np.unique(named[j >= 0]).tolist())
         return p_s, p_e, idx[origin], state, detail
+
+
+class _GapSums:
+    """The idle intervals [``idle_s``, ``idle_e``) cut to the steady steps [``lo``, ``hi``)
+    that last longer than ``min_gap_ns``, and the time of each (gap, cause, detail) as the idle
+    pieces come, a run at a time (``add``); ``result``: ``IdleGaps``. A piece lies inside one
+    idle interval, so it meets at most one gap."""
+
+    def __init__(self, idle_s, idle_e, lo: int, hi: int, min_gap_ns: int):
+        s, e = np.maximum(idle_s, lo), np.minimum(idle_e, hi)
+        long = (e - s) > min_gap_ns
+        self.min_gap_ns = min_gap_ns
+        self.start, self.end = s[long], e[long]
+        self.sums: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, p_s, p_e, cause, detail) -> None:
+        gap = np.searchsorted(self.end, p_s, side="right")
+        hit = gap < self.start.size
+        hit[hit] = p_e[hit] > self.start[gap[hit]]
+        if not hit.any():
+            return
+        g = gap[hit]
+        ns = np.minimum(p_e[hit], self.end[g]) - np.maximum(p_s[hit], self.start[g])
+        by = Groups([g, cause[hit], detail[hit]], sort=True)
+        self.sums.append((*by.keys, by.sum(ns)))
+
+    def result(self, texts: _Texts) -> IdleGaps:
+        n = self.start.size
+        cause = np.zeros(n, dtype=np.int64)
+        name = np.full(n, None, dtype=object)
+        if not self.sums:
+            return IdleGaps(self.min_gap_ns, self.start, self.end, cause, name, ())
+        g, c, d, ns = (np.concatenate(x) for x in zip(*self.sums))
+        by = Groups([g, c, d], sort=True)
+        g, c, d = by.keys
+        ns = by.sum(ns)
+        per_cause = Groups([g, c], sort=True)
+        cause_ns = per_cause.sum(ns)
+        # Per gap, its largest cause (ties: the first in IDLE_CAUSES' order), then that
+        # cause's largest detail (ties: the first coded).
+        best = np.lexsort((per_cause.keys[1], -cause_ns, per_cause.keys[0]))
+        first = np.ones(best.size, dtype=bool)
+        first[1:] = per_cause.keys[0][best][1:] != per_cause.keys[0][best][:-1]
+        cause[per_cause.keys[0][best[first]]] = per_cause.keys[1][best[first]]
+        named = (d >= 0) & (c == cause[g])
+        order = np.lexsort((d[named], -ns[named], g[named]))
+        gn, dn = g[named][order], d[named][order]
+        first = np.ones(gn.size, dtype=bool)
+        first[1:] = gn[1:] != gn[:-1]
+        name[gn[first]] = [texts.texts[k] for k in dn[first].tolist()]
+        total = Groups([c, d], sort=True)
+        rows = [
+            (IDLE_CAUSES[ci], texts.texts[di] if di >= 0 else None, t)
+            for ci, di, t in zip(*(k.tolist() for k in total.keys), total.sum(ns).tolist())
+        ]
+        rows.sort(key=lambda r: -r[2])
+        return IdleGaps(self.min_gap_ns, self.start, self.end, cause, name, tuple(rows))
 
 
 class _Texts:

@@ -323,7 +323,6 @@ class Events:
     overhead: Table  # nsys's own overhead on the profiled threads
     dropped: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)  # rows with NO_ID in an owner id
-    _gaps: dict[int, dict[int, iv.Intervals]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, trace: Trace, *, sched: bool = False) -> Events:
@@ -437,15 +436,6 @@ class Events:
                 "htod_under_kernels": iv.intersection_total(htod_u, kernel_u),
             }
         return out
-
-    def device_gaps(self, min_gap_ns: int) -> dict[int, iv.Intervals]:
-        """device -> its idle gaps longer than ``min_gap_ns`` (once per threshold: the gaps,
-        OS-runtime and timeline analyses read the same)."""
-        if min_gap_ns not in self._gaps:
-            self._gaps[min_gap_ns] = {
-                d: iv.gaps_between(self.device_busy(d), min_gap_ns) for d in self.device_ids
-            }
-        return self._gaps[min_gap_ns]
 
     def device_busy(self, device_id: int) -> iv.Intervals:
         """Union of one device's GPU work."""

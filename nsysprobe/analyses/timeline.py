@@ -35,8 +35,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
+from nsysprobe.analyses.calls import api_category, osrt_category
 from nsysprobe.analyses.events import Events, api_name
-from nsysprobe.analyses.gaps import GapsResult, api_category, osrt_category
+from nsysprobe.analyses.gaps import GapsResult
 from nsysprobe.analyses.steps import StepsResult
 from nsysprobe.common.table import Groups, Table, by_count
 from nsysprobe.common.units import size
@@ -146,10 +147,13 @@ def build_timeline(
     events: Events,
     steps: StepsResult | None,
     gaps: GapsResult | None,
+    gap_spans: dict[int, iv.Intervals],
     *,
     steps_shown: int = STEPS_SHOWN,
 ) -> Timeline | None:
-    """The rows for the chosen window, or None when the trace has no events at all."""
+    """The rows for the chosen window, or None when the trace has no events at all;
+    ``gap_spans``: the idle gaps per device (``gaps.gap_intervals``), marked where they fall
+    in it."""
     window = _window(events, steps, gaps, steps_shown)
     if window is None:
         return None
@@ -159,8 +163,7 @@ def build_timeline(
     lanes = _thread_lanes(events, w0, w1, tol, omitted) + _gpu_lanes(events, w0, w1, tol, omitted)
     min_gap = gaps.min_gap_ns if gaps is not None else 0
     idle = []
-    for dev in events.device_ids:
-        gs, ge = events.device_gaps(min_gap)[dev]
+    for dev, (gs, ge) in sorted(gap_spans.items()):
         keep = (ge > w0) & (gs < w1)
         idle += [
             IdleSpan(dev, int(max(s, w0)), int(min(e, w1))) for s, e in zip(gs[keep], ge[keep])

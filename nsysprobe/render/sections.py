@@ -12,6 +12,7 @@ from nsysprobe.analyses.arrivals import ROUND_UNITS, Arrivals
 from nsysprobe.common.units import counted, size
 from nsysprobe.numa.cpulist import format_cpulist as cpulist
 from nsysprobe.report.analyze import Report
+from nsysprobe.report.declared import ANALYSES
 
 
 @dataclass(frozen=True)
@@ -56,24 +57,11 @@ def sections(report: Report) -> list[Section]:
                 tuple((f.id, f.message, f.fix) for f in report.findings),
             )
         )
-    for build in (
-        _account,
-        _python_frames,
-        _account_steps,
-        _step_patterns,
-        _arrivals,
-        _steps,
-        _devices,
-        _gaps,
-        _longest_gaps,
-        _transfers,
-        _overlap,
-        _osrt,
-        _placement,
-    ):
-        section = build(report)
-        if section is not None:
-            out.append(section)
+    for analysis in ANALYSES:  # in the order they are declared
+        for build in SECTIONS.get(analysis.name, ()):
+            section = build(report)
+            if section is not None:
+                out.append(section)
     if report.skipped:
         out.append(
             Section(
@@ -140,7 +128,8 @@ def _steps(report: Report) -> Section | None:
     st = report.steps
     if st is None:
         return None
-    names = [c.name for c in st.children]
+    main = report.account.main if report.account else None
+    merged = main is not None and main.stepped and bool(main.steps)
     notes = (
         f"step range '{st.range_pattern}' on {st.thread}",
         *pace_lines(st),
@@ -153,20 +142,34 @@ def _steps(report: Report) -> Section | None:
             )
             or "none"
         ),
-        *shown(min(len(st.rows), STEP_ROWS_SHOWN), st.count, "steps", _json_rows(st)),
     )
-    rows = []
-    for r in st.rows[:STEP_ROWS_SHOWN]:
+    if merged:  # its columns are in the step account's per-step table
+        return Section("Steps", (*notes, "each step: the per-step table above"), (), ())
+    notes += shown(min(len(st.rows), STEP_ROWS_SHOWN), st.count, "steps", _json_rows(st))
+    header, cells = _cpu_columns(report)
+    rows = tuple(
+        (str(r.index), r.name, ms(r.wall_ns), ms(r.gpu_busy_ns), ms(r.gpu_idle_ns))
+        + cells[r.start_ns]
+        for r in st.rows[:STEP_ROWS_SHOWN]
+    )
+    header = ("#", "step", "wall", "GPU busy", "GPU idle", *header)
+    return Section("Steps", notes, header, rows)
+
+
+def _cpu_columns(report: Report) -> tuple[tuple[str, ...], dict[int, tuple[str, ...]]]:
+    """The steps analysis's columns of the per-step table (its CPU range, when the GPU
+    ended its work, its children's CPU time), by step start; none without it."""
+    st = report.steps
+    if st is None:
+        return (), {}
+    names = [c.name for c in st.children]
+    cells = {}
+    for r in st.rows:
         child = {c.name: c.cpu_ns for c in r.children}
         done = "-" if r.gpu_end_ns is None else ms(r.gpu_end_ns - r.cpu_start_ns - r.cpu_ns)
-        rows.append(
-            (str(r.index), r.name, ms(r.wall_ns), ms(r.gpu_busy_ns), ms(r.gpu_idle_ns))
-            + (ms(r.cpu_ns), done)
-            + tuple(ms(child.get(n, 0)) for n in names)
-        )
-    header = ("#", "step", "wall", "GPU busy", "GPU idle", "CPU range", "GPU ends after")
-    header += tuple(f"{n} (CPU)" for n in names)
-    return Section("Steps", notes, header, tuple(rows))
+        cells[r.start_ns] = (ms(r.cpu_ns), done) + tuple(ms(child.get(n, 0)) for n in names)
+    header = ("CPU range", "GPU ends after") + tuple(f"{n} (CPU)" for n in names)
+    return header, cells
 
 
 def _json_rows(st) -> str:
@@ -273,6 +276,7 @@ def _account_steps(report: Report) -> Section | None:
         return None
     top = [b.name for b in a.buckets[:ACCOUNT_STEP_COLUMNS]]
     comm = ("NCCL", "NCCL hidden") if a.communication_ns else ()
+    cpu, cpu_cells = _cpu_columns(report) if a.stepped else ((), {})
     rows = []
     for st in a.steps[:ACCOUNT_STEPS_SHOWN]:
         by = dict(st.buckets)
@@ -283,6 +287,7 @@ def _account_steps(report: Report) -> Section | None:
             (str(st.index), name, ms(st.wall_ns), ms(st.busy_ns), ms(st.idle_ns))
             + tuple(ms(by.get(n, 0)) for n in top)
             + nccl
+            + cpu_cells.get(st.start_ns, ("-",) * len(cpu))
         )
     buckets = (
         f"the {len(top)} largest of {len(a.buckets)} buckets"
@@ -300,10 +305,15 @@ def _account_steps(report: Report) -> Section | None:
             "NCCL: its work in the step, hidden: the part under compute kernels (the rest is "
             "the communication bucket)"
         )
+    if cpu:
+        notes.append(
+            "CPU range: the step's NVTX range on its thread; GPU ends after: when the GPU "
+            "finished the step's work after that range ended; (CPU): a child range's CPU time"
+        )
     return Section(
-        "Step account per step",
+        "Per step",
         tuple(notes),
-        ("#", "step", "wall", "busy", "idle", *top, *comm),
+        ("#", "step", "wall", "busy", "idle", *top, *comm, *cpu),
         tuple(rows),
     )
 
@@ -408,7 +418,11 @@ def _devices(report: Report) -> Section | None:
         return None
     return Section(
         "GPU activity",
-        ("busy = union of kernels, memcpy and memset; span = first to last GPU operation",),
+        (
+            "busy = union of kernels, memcpy and memset over the span, first to last GPU "
+            "operation (the step account's busy share is of its steady steps); gaps: the step "
+            "account's idle gaps on the device",
+        ),
         (
             "device",
             "kernels",
@@ -417,7 +431,7 @@ def _devices(report: Report) -> Section | None:
             "busy",
             "kernel busy",
             "span",
-            "busy %",
+            "busy % of span",
             f"gaps > {g.min_gap_ns / 1e6:g} ms",
             "gap time",
         ),
@@ -444,17 +458,17 @@ def _gaps(report: Report) -> Section | None:
     if g is None or not g.gap_count:
         return None
     return Section(
-        f"Idle gaps: what the thread the GPU waited on was doing "
-        f"({counted(g.gap_count, 'gap')}, {ms(g.gap_ns)})",
+        f"Idle gaps: the step account's idle stretches over {g.min_gap_ns / 1e6:g} ms "
+        f"({counted(g.gap_count, 'gap')}, {ms(g.gap_ns)} of {ms(g.idle_ns)} idle)",
         (
-            "state: cpu = running its own code; os_wait = blocked in poll/futex/read...; "
-            "cuda_* = inside CUDA API calls",
-            *shown(min(len(g.by_cause), CAUSES_SHOWN), len(g.by_cause), "causes"),
+            "cause: the step account's (nsysprobe explain account), named as it names them; "
+            "--min-gap-ms chooses what is listed here, not the causes or the verdict",
+            *shown(min(len(g.by_name), CAUSES_SHOWN), len(g.by_name), "causes"),
         ),
-        ("state", "innermost NVTX range", "idle", "share"),
+        ("cause", "named", "idle", "share"),
         tuple(
-            (c.state, c.range or "-", ms(c.idle_ns), pct(c.share_ratio))
-            for c in g.by_cause[:CAUSES_SHOWN]
+            (c.cause, c.name or "-", ms(c.idle_ns), pct(c.share_ratio))
+            for c in g.by_name[:CAUSES_SHOWN]
         ),
     )
 
@@ -477,13 +491,13 @@ def _longest_gaps(report: Report) -> Section | None:
     return Section(
         "Longest gaps",
         notes,
-        ("device", "at", "length", "state", "NVTX open", "OS runtime", "CUDA API"),
+        ("device", "at", "length", "cause", "NVTX open", "OS runtime", "CUDA API"),
         tuple(
             (
                 str(x.device_id),
                 f"{x.start_ns / 1e9:,.4f} s",
                 ms(x.duration_ns),
-                x.state,
+                x.cause if x.name is None else f"{x.cause}: {x.name}",
                 top(x.nvtx),
                 top(x.osrt),
                 top(x.cuda_api),
@@ -653,3 +667,20 @@ def _python_frames(report: Report) -> Section | None:
     return Section(
         PYTHON_FRAMES_TITLE, notes, ("bucket", "measured", "sampled (samples)", "places"), rows
     )
+
+
+# Each analysis's sections (``report/declared.py`` declares the analyses and their order);
+# the analyses declared as parts of others (``shown=False``) have none.
+SECTIONS = {
+    "account": (_account, _account_steps),
+    "python_frames": (_python_frames,),
+    "step_patterns": (_step_patterns,),
+    "arrivals": (_arrivals,),
+    "steps": (_steps,),
+    "gaps": (_devices, _gaps, _longest_gaps),
+    "transfers": (_transfers,),
+    "overlap": (_overlap,),
+    "osrt": (_osrt,),
+    "placement": (_placement,),
+    "kernels": (),
+}

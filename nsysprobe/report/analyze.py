@@ -11,30 +11,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from nsysprobe.analyses.account import AccountResult, analyze_account
-from nsysprobe.analyses.arrivals import Arrivals, within_report
+from nsysprobe.analyses.account import DEFAULT_MIN_GAP_NS, AccountResult
+from nsysprobe.analyses.arrivals import Arrivals
 from nsysprobe.analyses.events import Events
-from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, GapsResult, analyze_gaps
-from nsysprobe.analyses.health import Finding, analyze_health
-from nsysprobe.analyses.kernels import KernelsResult, analyze_kernels
-from nsysprobe.analyses.osrt import OsrtResult, analyze_osrt
-from nsysprobe.analyses.overlap import OverlapResult, analyze_overlap
-from nsysprobe.analyses.python_frames import (
-    NoFrames,
-    PythonFrames,
-    analyze_python_frames,
-    sampled,
-)
-from nsysprobe.analyses.step_patterns import StepPatterns, analyze_step_patterns
-from nsysprobe.analyses.steps import StepsResult, find_steps, step_breakdown
-from nsysprobe.analyses.transfers import TransfersResult, analyze_transfers
+from nsysprobe.analyses.gaps import GapsResult
+from nsysprobe.analyses.health import Finding
+from nsysprobe.analyses.kernels import KernelsResult
+from nsysprobe.analyses.osrt import OsrtResult
+from nsysprobe.analyses.overlap import OverlapResult
+from nsysprobe.analyses.python_frames import PythonFrames
+from nsysprobe.analyses.step_patterns import StepPatterns
+from nsysprobe.analyses.steps import StepsResult
+from nsysprobe.analyses.transfers import TransfersResult
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.safetext import name as safe_name
 from nsysprobe.diagnose.rules import Evidence, Recommendation, diagnose
 from nsysprobe.errors import InputError, TraceError
+from nsysprobe.report.declared import ANALYSES, Run, run_all
 from nsysprobe.trace.reader import Trace
 
 if TYPE_CHECKING:  # imported where used: a CPU placement or an HTML timeline is asked for
@@ -42,8 +36,9 @@ if TYPE_CHECKING:  # imported where used: a CPU placement or an HTML timeline is
     from nsysprobe.analyses.timeline import Timeline
     from nsysprobe.numa.topology import Topology
 
-# 2: steps timed to their completion on the GPU (``windows.py``); 1 timed their CPU ranges.
-SCHEMA_VERSION = 2
+# 3: gaps are the step account's idle stretches, by its causes (``gaps.py``); 2: steps timed
+# to their completion on the GPU (``windows.py``); 1 timed their CPU ranges.
+SCHEMA_VERSION = 3
 # Ranks one report is split into at most (``analyze_processes``): one per GPU process of a
 # node; each costs a full analysis.
 MAX_RANKS = 64
@@ -126,18 +121,6 @@ def check_min_gap_ms(value: float) -> float:
     return value
 
 
-def _kernels(events, main) -> KernelsResult:
-    """The main account's kernels by class, set against themselves over its steady steps
-    (of the steps it lists, ``STEP_ROWS_LISTED``; steps of the loop only: equal windows do
-    not repeat a loop's kernels)."""
-    if not main.stepped:
-        return analyze_kernels(events, main.pid, main.device_id)
-    steady = [s for s in main.steps if not s.startup and not s.final]
-    starts = np.array([s.start_ns for s in steady], dtype=np.int64)
-    ends = starts + np.array([s.wall_ns for s in steady], dtype=np.int64)
-    return analyze_kernels(events, main.pid, main.device_id, (starts, ends))
-
-
 def _export(path: str | Path, min_gap_ms: float, nsys: str | None) -> Path:
     """The ``.sqlite`` export to read for ``path``, made first when ``path`` is a report or a
     run folder; the options checked before that work."""
@@ -212,28 +195,6 @@ def analyze_processes(
         ]
 
 
-def _waiting_rank_first(account: AccountResult, arrivals: Arrivals) -> AccountResult:
-    """With a straggler among the report's ranks, the verdict is read from the rank that
-    waited for it longest: the job's time goes to that wait (the straggler's own account sees
-    its cause, not what it costs the others; ``late_rank`` names both)."""
-    from dataclasses import replace
-
-    from nsysprobe.analyses.arrivals import process_label
-
-    waited = {r.label: r.waited_ns for r in arrivals.ranks if r.label not in arrivals.stragglers}
-    best = max(
-        range(len(account.accounts)),
-        key=lambda i: (
-            waited.get(process_label(account.accounts[i].pid), -1),
-            account.accounts[i].communication_ns,
-            -i,
-        ),
-    )
-    if waited.get(process_label(account.accounts[best].pid), -1) < 0:
-        return account
-    return replace(account, primary=best)
-
-
 def analyze_events(
     events: Events,
     *,
@@ -242,92 +203,26 @@ def analyze_events(
     topology: Topology | None = None,
     timeline: bool = False,
 ) -> Report:
-    """The Report of loaded events (all of a report's, or one process's: ``for_process``)."""
-    skipped: list[Skipped] = []
-    gpu = events.has_gpu_activity
-    cuda_fix = "profile with --trace=cuda,nvtx,osrt on a machine with a CUDA GPU"
-    gaps = transfers = overlap = osrt = None
-    if gpu:
-        gaps = analyze_gaps(events, min_gap_ns)
-        transfers = analyze_transfers(events)
-        overlap = analyze_overlap(events)
-    else:
-        for name in ("gaps", "transfers", "overlap"):
-            skipped.append(Skipped(name, "no GPU activity in the trace", cuda_fix))
-    if len(events.osrt):
-        osrt = analyze_osrt(events, events.device_gaps(min_gap_ns) if gpu else {})
-    else:
-        skipped.append(
-            Skipped("osrt", "no OS-runtime calls in the trace", "profile with --trace=osrt")
-        )
-    found_steps = find_steps(events, step_range)
-    windows = None if found_steps is None else found_steps.windows(events)
-    steps = None if found_steps is None else step_breakdown(events, found_steps, windows)
-    if steps is None:
-        reason = (
-            "no NVTX ranges in the trace"
-            if not len(events.nvtx)
-            else "no top-level NVTX range repeats"
-        )
-        skipped.append(
-            Skipped(
-                "steps",
-                reason,
-                "wrap each step in an NVTX range such as 'Batch i' "
-                "(nvtx.annotate), or name it with --step-range",
-            )
-        )
-    placement = None
-    if topology is not None:
-        from nsysprobe.analyses.cpu_placement import analyze_cpu_placement
-
-        placement = analyze_cpu_placement(events, topology)
-    if placement is None:
-        skipped.append(
-            Skipped(
-                "placement",
-                "no CPU scheduling data in the trace"
-                if topology is not None
-                else "no machine topology given",
-                "profile with --cpuctxsw=process-tree and analyze with --topology live (or a "
-                "folder of recorded lscpu/numactl/nvidia-smi outputs)",
-            )
-        )
-    account = (
-        analyze_account(events, step_range, steps=windows, idle_spans=sampled(events))
-        if gpu
-        else None
-    )
-    if account is not None and not account.accounts:
-        account = None
-    arrivals = within_report(account.accounts) if account else None
-    if arrivals is not None and arrivals.stragglers:
-        account = _waiting_rank_first(account, arrivals)
-    health = analyze_health(events)
+    """The Report of loaded events (all of a report's, or one process's: ``for_process``):
+    every analysis of ``declared.ANALYSES``, then the diagnosis."""
+    run = Run(events, min_gap_ns, step_range, topology, timeline)
+    skipped = tuple(Skipped(a.name, m.reason, m.fix or a.fix) for a, m in run_all(run))
+    got = {a.name: run.found(a.name) for a in ANALYSES}
+    account = got["account"]
     main = account.main if account else None
-    frames = analyze_python_frames(events, main)
-    if isinstance(frames, NoFrames):
-        skipped.append(Skipped("python_frames", frames.reason, frames.fix))
-        frames = None
-    patterns = analyze_step_patterns(events, main) if main else None
-    kernels = _kernels(events, main) if main else None
     evidence = Evidence(
         account=main,
-        transfers=transfers,
-        placement=placement,
-        health=health,
+        transfers=got["transfers"],
+        placement=got["placement"],
+        health=got["health"],
         accounts=account.accounts if account else (),
-        arrivals=arrivals,
-        kernels=kernels,
-        python_frames=frames,
-        step_patterns=patterns,
+        arrivals=got["arrivals"],
+        kernels=got["kernels"],
+        python_frames=got["python_frames"],
+        step_patterns=got["step_patterns"],
     )
-    shown = None  # the HTML page's events
-    if timeline:
-        from nsysprobe.analyses.timeline import build_timeline
-
-        shown = build_timeline(events, steps, gaps)
     facts = events.lookups
+    gpu = events.has_gpu_activity
     info = TraceInfo(
         path=safe_name(facts.path.name),
         nsys_version=facts.nsys_version,
@@ -340,19 +235,19 @@ def analyze_events(
     return Report(
         schema_version=SCHEMA_VERSION,
         trace=info,
-        gaps=gaps,
-        transfers=transfers,
-        osrt=osrt,
-        overlap=overlap,
-        steps=steps,
+        gaps=got["gaps"],
+        transfers=got["transfers"],
+        osrt=got["osrt"],
+        overlap=got["overlap"],
+        steps=got["steps"],
         account=account,
-        arrivals=arrivals,
-        placement=placement,
-        findings=health,
+        arrivals=got["arrivals"],
+        placement=got["placement"],
+        findings=got["health"],
         recommendations=diagnose(evidence),
-        skipped=tuple(skipped),
-        timeline=shown,
-        python_frames=frames,
-        step_patterns=patterns,
-        kernels=kernels,
+        skipped=skipped,
+        timeline=got["timeline"],
+        python_frames=got["python_frames"],
+        step_patterns=got["step_patterns"],
+        kernels=got["kernels"],
     )

@@ -1,5 +1,6 @@
 """What each analysis measures and what each recommendation means, from the one place they
-are written: each analysis module's docstring (``nsysprobe/analyses/``), the catalogue of
+are written: each analysis module's docstring (``nsysprobe/analyses/``, in the order
+``report/declared.py`` declares them), the catalogue of
 recommendation ids in ``nsysprobe/diagnose/rules.py`` and each id's page in
 ``nsysprobe/diagnose/pages.py``. ``nsysprobe explain`` prints them; the README's tables are
 ``markdown_tables()``, and a test fails when the README drifts from it.
@@ -21,25 +22,8 @@ from pathlib import Path
 
 from nsysprobe.diagnose.pages import PAGES, Page
 from nsysprobe.errors import InputError, NsysprobeError
+from nsysprobe.report.declared import ANALYSES
 
-# The analyses a report holds, in the order the report shows them: name -> module.
-ANALYSES = {
-    "gaps": "gaps",
-    "transfers": "transfers",
-    "osrt": "osrt",
-    "overlap": "overlap",
-    "account": "account",
-    "python_frames": "python_frames",
-    "kernels": "kernels",
-    "steps": "steps",
-    "windows": "windows",
-    "step_patterns": "step_patterns",
-    "communication": "communication",
-    "arrivals": "arrivals",
-    "placement": "cpu_placement",
-    "health": "health",
-    "timeline": "timeline",
-}
 RULES = "nsysprobe.diagnose.rules"
 # Where a bare constant's name is looked up after the text's own module; ``module.NAME`` is
 # looked up in the module of that name in these packages.
@@ -149,8 +133,8 @@ def fill(text: str, home: str = RULES, *, compact: bool = False) -> str:
 
 def analyses() -> list[Topic]:
     out = []
-    for name, module in ANALYSES.items():
-        home = f"nsysprobe.analyses.{module}"
+    for a in ANALYSES:  # in the order the report shows them
+        name, home = a.name, f"nsysprobe.analyses.{a.module}"
         doc = (importlib.import_module(home).__doc__ or "").strip()
         text = "\n\n".join(_filled_paragraph(p, home) for p in doc.split("\n\n"))
         summary = " ".join(text.split("\n\n", 1)[0].split())

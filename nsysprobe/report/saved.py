@@ -32,7 +32,7 @@ def report_dict(report: Report) -> dict:
     accounts = report.account
     if accounts is not None:
         bare = (
-            dataclasses.replace(a, communication_ops=None, idle_spans=None)
+            dataclasses.replace(a, communication_ops=None, idle_spans=None, idle_gaps=None)
             for a in accounts.accounts
         )
         accounts = dataclasses.replace(accounts, accounts=tuple(bare))
@@ -42,7 +42,7 @@ def report_dict(report: Report) -> dict:
     gaps = data["gaps"]
     out["devices"] = gaps.pop("devices") if gaps else []
     for account in (data["account"] or {}).get("accounts", ()):
-        del account["communication_ops"], account["idle_spans"]
+        del account["communication_ops"], account["idle_spans"], account["idle_gaps"]
     out.update(data)
     return out
 

@@ -9,6 +9,11 @@ Timeline of the scenario (ms), device 0, one process, main thread M and worker t
                Batch 1 [20,41) > copy batch [20,25), Compute [26,41)
           poll [12,18); cudaMemcpy [20,25); munmap [27,35); cudaLaunchKernel at 39
     W     munmap [0,3)
+
+The steps (Batch 0 [0,20), Batch 1 [20,50) to its kernel's end) and what M did in each gap,
+by the step account's rules: [12,18) poll before the copy it then issued: loader_wait;
+[18,20) its own code in 'get batch' before that copy: loading; [26,27) and [35,39) its own
+code in 'Compute': cpu; [27,35) munmap: os_call; [39,40) inside the launch: launch.
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from __future__ import annotations
 import pytest
 
 from nsysprobe.analyses import events as events_module
-from nsysprobe.analyses import gaps as gaps_module
+from nsysprobe.analyses.account import analyze_account
 from nsysprobe.analyses.events import Events
-from nsysprobe.analyses.gaps import analyze_gaps
+from nsysprobe.analyses.gaps import analyze_gaps, gap_intervals
 from nsysprobe.analyses.health import analyze_health
 from nsysprobe.analyses.osrt import analyze_osrt
 from nsysprobe.analyses.overlap import analyze_overlap
@@ -73,26 +78,53 @@ def rows_per_block(request, monkeypatch):
     monkeypatch.setattr(events_module, "ROWS_PER_BLOCK", request.param)
 
 
+def gaps_of(events, min_gap_ns: int):
+    return analyze_gaps(events, analyze_account(events, min_gap_ns=min_gap_ns))
+
+
 def test_busy_is_a_union_and_gaps_are_attributed(events, rows_per_block):
-    g = analyze_gaps(events, min_gap_ns=MS)
+    g = gaps_of(events, MS)
     (dev,) = g.devices
     assert (dev.busy_ns, dev.kernel_busy_ns, dev.memcpy_busy_ns) == (28 * MS, 22 * MS, 7 * MS)
     assert (dev.span_ns, dev.idle_ns, dev.gap_count, dev.gap_ns) == (50 * MS, 22 * MS, 2, 22 * MS)
     assert dev.busy_ratio == pytest.approx(28 / 50)
     assert (dev.kernel_count, dev.memcpy_count, dev.memset_count) == (3, 2, 1)
-    causes = {(c.state, c.range): c.idle_ns for c in g.by_cause}
-    assert causes == {("os_call", "Compute"): 14 * MS, ("os_wait", "get batch"): 8 * MS}
+    causes = {(c.cause, c.name): c.idle_ns for c in g.by_name}
+    assert causes == {
+        ("os_call", "munmap"): 8 * MS,
+        ("loader_wait", "poll"): 6 * MS,
+        ("cpu", "Compute"): 5 * MS,
+        ("loading", "get batch"): 2 * MS,
+        ("launch", "cudaLaunchKernel"): 1 * MS,
+    }
+    assert [(c.label, c.idle_ns) for c in g.by_cause] == [
+        ("os_call", 8 * MS),
+        ("loader_wait", 6 * MS),
+        ("cpu", 5 * MS),
+        ("loading", 2 * MS),
+        ("launch", 1 * MS),
+    ]
+    # The same causes as the account's buckets: every idle stretch here is a gap.
+    assert g.idle_ns == g.gap_ns == 22 * MS
     longest = g.longest[0]
-    assert (longest.start_ns, longest.end_ns, longest.state) == (26 * MS, 40 * MS, "os_call")
+    assert (longest.start_ns, longest.end_ns, longest.cause, longest.name) == (
+        26 * MS,
+        40 * MS,
+        "os_call",
+        "munmap",
+    )
+    assert (g.longest[1].cause, g.longest[1].name) == ("loader_wait", "poll")
     assert [(o.name, o.overlap_ns) for o in longest.osrt] == [("munmap", 8 * MS)]
     assert {o.name for o in longest.nvtx} == {"Batch 1", "Compute"}
     assert [(o.name, o.overlap_ns) for o in longest.cuda_api] == [("cudaLaunchKernel", 1_000)]
 
 
-def test_threshold_is_strict(events):
-    assert analyze_gaps(events, min_gap_ns=8 * MS).gap_count == 1  # the 8 ms gap is not > 8 ms
-    assert analyze_gaps(events, min_gap_ns=8 * MS - 1).gap_count == 2
-    assert analyze_gaps(events, min_gap_ns=14 * MS).gap_count == 0
+def test_threshold_is_strict_and_changes_no_cause(events):
+    assert gaps_of(events, 8 * MS).gap_count == 1  # the 8 ms gap is not > 8 ms
+    assert gaps_of(events, 8 * MS - 1).gap_count == 2
+    assert gaps_of(events, 14 * MS).gap_count == 0
+    wide = analyze_account(events, min_gap_ns=14 * MS).main
+    assert wide.buckets == analyze_account(events, min_gap_ns=0).main.buckets
 
 
 def test_transfers_by_kind_and_issuing_api(events):
@@ -116,7 +148,7 @@ def test_copy_compute_overlap_is_union_based(events):
 
 
 def test_osrt_per_function_and_thread_with_time_in_gaps(events, rows_per_block):
-    o = analyze_osrt(events, events.device_gaps(MS))
+    o = analyze_osrt(events, gap_intervals(analyze_account(events, min_gap_ns=MS)))
     rows = {(r.function, r.thread.split(" (")[0]): r for r in o.rows}
     munmap_main = rows[("munmap", "main")]
     assert (munmap_main.count, munmap_main.total_ns, munmap_main.in_gap_ns) == (1, 8 * MS, 8 * MS)
@@ -146,7 +178,7 @@ def test_osrt_figures_add_up_over_many_calls(build, rows_per_block):
         calls.append((name, tid, start, end))
     with Trace(build(ex)) as trace:
         events = Events.load(trace)
-        o = analyze_osrt(events, events.device_gaps(MS))
+        o = analyze_osrt(events, gap_intervals(analyze_account(events, min_gap_ns=MS)))
     got = {(r.function, r.thread): (r.count, r.total_ns, r.max_ns, r.in_gap_ns) for r in o.rows}
     want = {}
     for name, tid, start, end in calls:
@@ -278,23 +310,19 @@ def test_dropped_cuda_records_and_whole_graphs_are_flagged(build):
 def test_empty_trace_gives_empty_results(build):
     with Trace(build(Export())) as trace:
         ev = Events.load(trace)
-        assert analyze_gaps(ev).devices == ()
+        assert analyze_gaps(ev, None).devices == ()
         assert analyze_transfers(ev).rows == ()
         assert analyze_overlap(ev).htod_ns == 0
         assert analyze_osrt(ev, {}).rows == ()
         assert analyze_steps(ev) is None
 
 
-@pytest.mark.parametrize(
-    "get_ms, copy_ms, expected",
-    [
-        (6, 1, "get batch"),  # innermost range open for at least half the gap wins
-        (4, 3, "Batch #"),  # no child covers half of it: the range covering the most
-    ],
-)
-def test_gap_goes_to_the_innermost_range_open_for_most_of_it(build, get_ms, copy_ms, expected):
-    # GPU idle [10, 20) ms; the thread's step range spans it; a kernel launched at 19.99 ms
-    # ends the gap, so the main thread is the one the GPU waited on.
+@pytest.mark.parametrize("get_ms, copy_ms", [(6, 1), (4, 3)])
+def test_a_gaps_time_is_split_by_the_range_that_held_it(build, get_ms, copy_ms):
+    # GPU idle [10, 20) ms in step 'Batch 2'; the thread runs its own code through it (no
+    # copy issued: cpu), in 'get batch' for get_ms, in 'copy batch' for copy_ms until the
+    # launch 10 us before 20 ms, and in the step range alone between; the gap is named by the
+    # range that held most of it.
     ex = Export()
     ex.kernel(0, 10 * MS, launch_at=0)
     ex.kernel(20 * MS, 30 * MS, launch_at=20 * MS - 10_000)
@@ -303,15 +331,22 @@ def test_gap_goes_to_the_innermost_range_open_for_most_of_it(build, get_ms, copy
     ex.nvtx(10 * MS, (10 + get_ms) * MS, "get batch")
     ex.nvtx(20 * MS - copy_ms * MS, 20 * MS, "copy batch")
     with Trace(build(ex)) as trace:
-        g = analyze_gaps(Events.load(trace), min_gap_ns=MS)
-    assert [(c.range, c.idle_ns) for c in g.by_cause] == [(expected, 10 * MS)]
+        g = gaps_of(Events.load(trace), MS)
+    assert {(c.cause, c.name): c.idle_ns for c in g.by_name} == {
+        ("cpu", "get batch"): get_ms * MS,
+        ("cpu", "Batch #"): (10 - get_ms - copy_ms) * MS,
+        ("cpu", "copy batch"): copy_ms * MS - 10_000,
+        ("launch", "cudaLaunchKernel"): 10_000,
+    }
+    assert [(x.cause, x.name) for x in g.longest] == [("cpu", "get batch")]
 
 
-@pytest.mark.parametrize("pairs_per_chunk", [1, 1 << 21])
-def test_gaps_under_deeply_nested_ranges_go_to_the_innermost(build, monkeypatch, pairs_per_chunk):
+def test_gaps_under_deeply_nested_ranges_go_to_the_innermost(build, monkeypatch):
     # Three GPU idle gaps of 10 ms, each under 300 ranges nested over the whole run and a
-    # step range of its own; with one pair per chunk, every gap is attributed on its own.
-    monkeypatch.setattr(gaps_module, "PAIRS_PER_CHUNK", pairs_per_chunk)
+    # step range of its own; the account is made a few intervals at a time.
+    from nsysprobe.analyses import account
+
+    monkeypatch.setattr(account, "INTERVALS_PER_RUN", 1)
     ex = Export()
     for i in range(4):
         ex.kernel(i * 20 * MS, (i * 20 + 10) * MS, launch_at=i * 20 * MS - 10_000)
@@ -320,9 +355,16 @@ def test_gaps_under_deeply_nested_ranges_go_to_the_innermost(build, monkeypatch,
     for i in range(3):
         ex.nvtx((i * 20 + 5) * MS, (i * 20 + 25) * MS, f"Batch {i}")
     with Trace(build(ex)) as trace:
-        g = analyze_gaps(Events.load(trace), min_gap_ns=MS)
-    assert [(c.range, c.idle_ns) for c in g.by_cause] == [("Batch #", 30 * MS)]
-    assert sorted(x.innermost_range for x in g.longest) == ["Batch 0", "Batch 1", "Batch 2"]
+        g = gaps_of(Events.load(trace), MS)
+    assert [(c.cause, c.name, c.idle_ns) for c in g.by_name] == [
+        ("cpu", "Batch #", 30 * MS - 30_000),
+        ("launch", "cudaLaunchKernel", 30_000),
+    ]
+    assert [(x.start_ns, x.name) for x in g.longest] == [
+        (10 * MS, "Batch #"),
+        (30 * MS, "Batch #"),
+        (50 * MS, "Batch #"),
+    ]
     # Every range open over the longest gap is listed with the time it overlapped it.
     assert {o.overlap_ns for o in g.longest[0].nvtx} == {10 * MS}
 

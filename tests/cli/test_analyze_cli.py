@@ -45,7 +45,7 @@ def test_json_report_for_each_real_trace(name):
     result = run("analyze", path, "--format", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert {"trace", "devices", "transfers", "osrt", "steps", "findings", "recommendations"} <= (
         data.keys()
     )

@@ -286,16 +286,20 @@ def test_account_step_and_bucket_frames_are_the_sql_windows_and_busy_time(case):
 # -- GPU activity and gaps -------------------------------------------------------------------
 
 
-def device_gaps(path, device: int) -> list[tuple[int, int]]:
-    """Idle stretches between operations on ``device`` longer than the default threshold."""
+def device_gaps(path, device: int, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> list[tuple[int, int]]:
+    """The step account's gaps on ``device``: idle stretches between operations (one process
+    per trace here) within its steady steps, cut at their edges, longer than ``min_gap_ns``."""
     rows = []
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
         rows += query(path, f"SELECT start, end FROM {table} WHERE deviceId = ?", (device,))
     rows += query(
         path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE deviceId = ?", (device,)
     )
-    busy = union(rows)
-    return [(e, s) for (_, e), (s, _) in zip(busy, busy[1:]) if s - e > DEFAULT_MIN_GAP_NS]
+    _, wins, startup, final = windows(path)
+    steady = wins[startup : len(wins) - final]
+    lo, hi = steady[0][1], steady[-1][2]
+    idle = minus([(lo, hi)], union(rows))
+    return [(s, e) for s, e in idle if e - s > min_gap_ns]
 
 
 def test_gpu_devices_and_longest_gaps_are_the_sql_unions(case):
@@ -348,11 +352,12 @@ def test_gpu_devices_and_longest_gaps_are_the_sql_unions(case):
     longest = report.gaps.to_pandas("longest")
     assert list(longest.columns) == [
         "device_id",
+        "pid",
         "start_ns",
         "end_ns",
         "duration_ns",
-        "state",
-        "innermost_range",
+        "cause",
+        "name",
     ]
     same(
         longest[["device_id", "start_ns", "end_ns", "duration_ns"]],
@@ -365,9 +370,34 @@ def test_gpu_devices_and_longest_gaps_are_the_sql_unions(case):
             }
         ),
     )
-    # Every gap's time is in one cause (what the waited-on thread did: the gaps' rules).
+    # Every gap's time is in one cause, as the account names it.
     every_gap = sum(e - s for dev in devices for s, e in device_gaps(path, dev))
+    assert report.gaps.to_pandas("by_name")["idle_ns"].sum() == every_gap
     assert report.gaps.to_pandas("by_cause")["idle_ns"].sum() == every_gap
+
+
+@pytest.mark.parametrize("min_gap_ms", [0, 0.05, 50])
+@pytest.mark.parametrize("trace", ["h200_pinned.sqlite", "h200_init_in_capture.sqlite"])
+def test_gaps_are_the_accounts_idle_over_the_threshold(trace, min_gap_ms):
+    """--min-gap-ms chooses which of the account's idle stretches are listed (held to SQL:
+    those of the steady steps, the init capture's start-up step left out), and changes no
+    bucket or recommendation; with 0, every idle stretch is a gap and the gaps' causes are the
+    account's idle buckets to the nanosecond."""
+    path = SAMPLE_TRACES / trace
+    report = nsysprobe.analyze(path, min_gap_ms=min_gap_ms)
+    default = nsysprobe.analyze(path)
+    gaps = device_gaps(path, 0, int(round(min_gap_ms * 1e6)))
+    assert (report.gaps.gap_count, report.gaps.gap_ns) == (
+        len(gaps),
+        sum(e - s for s, e in gaps),
+    )
+    assert report.account.main.buckets == default.account.main.buckets
+    assert report.recommendations == default.recommendations
+    if min_gap_ms == 0:
+        a = report.account.main
+        idle = {b.name: b.total_ns for b in a.buckets if b.kind == "idle"}
+        assert {c.label: c.idle_ns for c in report.gaps.by_cause} == idle
+        assert report.gaps.gap_ns == report.gaps.idle_ns == a.idle_ns
 
 
 def test_overlap_frame_is_the_sql_htod_copies_under_kernels(case):
@@ -594,7 +624,7 @@ def test_an_unknown_table_names_the_tables_there_are():
         report.gaps.to_pandas("gaps")
     assert str(error.value) == (
         "to_pandas('gaps'): GapsResult has no such table; one of 'devices', 'longest', "
-        "'by_cause', 'by_state', 'by_range'"
+        "'by_name', 'by_cause'"
     )
 
 

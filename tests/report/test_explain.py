@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[2]
 BEGIN = "<!-- nsysprobe explain --format markdown: begin -->\n"
 END = "<!-- nsysprobe explain --format markdown: end -->"
 # Modules of analyses/ that are tools of the others, not questions a report answers.
-TOOLS = {"__init__", "events", "intervals", "stats"}
+TOOLS = {"__init__", "calls", "events", "intervals", "stats"}
 
 
 def invoke(*args):
@@ -64,7 +64,7 @@ def test_a_recommendation_says_its_meaning_and_an_unknown_name_is_one_line():
 def test_markdown_of_a_name_is_its_page_and_its_readme_row_is_the_page_s_first_line():
     result = invoke("gaps", "--format", "markdown")
     assert result.exit_code == 0
-    assert result.output.startswith("## `gaps`\n\nGPU activity and idle gaps, per device")
+    assert result.output.startswith("## `gaps`\n\nGPU activity per device, and the step account")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     rows = dict(
         re.findall(r"^\| `([a-z_]+)` \| (.*) \|$", readme.split(BEGIN, 1)[1].split(END)[0], re.M)
