@@ -224,7 +224,8 @@ def _names_of(events: Events, shown):
 class _OverlapIndex:
     """One table's calls in the device's processes that overlap one of the gaps ``within``,
     sorted by start, so each gap scans only the calls that can reach it. ``names`` gives the
-    names of the values of ``key`` (string ids, NVTX rows)."""
+    names of the values of ``key`` (string ids, NVTX rows): read once for all the gaps (a
+    range nested over every listed gap is named once, not once per gap)."""
 
     def __init__(self, df, pids: set[int], within: iv.Intervals, key: str, names, events):
         wanted = np.array(sorted(pids), dtype=np.int64)
@@ -235,11 +236,10 @@ class _OverlapIndex:
         mine = rows_overlapping(df, within, in_pids)
         mine = mine.take(np.argsort(mine["start"], kind="stable"))
         self.events = events
-        self.names = names
+        self.names = np.asarray(names(mine[key]), dtype=object)
         self.start = mine["start"]
         self.end = mine["end"]
         self.tid = mine["globalTid"]
-        self.key = mine[key]
         self.longest = int((self.end - self.start).max()) if len(mine) else 0
 
     def overlaps(self, start: int, end: int) -> tuple[Overlap, ...]:
@@ -250,7 +250,7 @@ class _OverlapIndex:
         if not hit.size:
             return ()
         ov = np.minimum(e[hit], end) - np.maximum(s[hit], start)
-        names = self.names(self.key[lo:hi][hit])
+        names = self.names[lo:hi][hit]
         by = Groups([names, self.tid[lo:hi][hit]], sort=False)
         ns = by.sum(ov)
         top = descending(ns)[:OVERLAPS_LISTED]

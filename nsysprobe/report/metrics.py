@@ -14,7 +14,7 @@ analyzed earlier and one recorded in the history give the same figures:
                          the devices' busy time / their span (``busy_basis`` says which); both
                          ``intervals.busy_ratio``
     idle_per_step_ns     median over steps of the step's GPU idle time
-    gap_ns               total GPU idle time in gaps over the threshold (all devices)
+    gap_ns               the step accounts' idle time in gaps over the threshold (all devices)
     pageable_htod_bytes  bytes copied host-to-device from pageable memory (total)
     exposed_copy_ns      HtoD copy time during which no kernel ran (total, union per device)
     top_recommendation   the first recommendation's id
