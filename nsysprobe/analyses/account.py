@@ -87,8 +87,15 @@ from nsysprobe.analyses.communication import (
     nccl_issued,
     summarize,
 )
-from nsysprobe.analyses.events import (
-    Events,
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.gaps import (
+    BIRTH_CALLS,
+    LAUNCH_APIS,
+    SLOW_LAUNCH_NS,
+    SYNC_APIS,
+    osrt_category,
+)
+from nsysprobe.analyses.rows import (
     ThreadCalls,
     api_name,
     columns_where,
@@ -96,13 +103,6 @@ from nsysprobe.analyses.events import (
     label_at,
     per_distinct,
     sweep,
-)
-from nsysprobe.analyses.gaps import (
-    BIRTH_CALLS,
-    LAUNCH_APIS,
-    SLOW_LAUNCH_NS,
-    SYNC_APIS,
-    osrt_category,
 )
 from nsysprobe.analyses.steps import find_steps
 from nsysprobe.analyses.windows import STARTUP_WORDS, StepWindows, periodic_steps, steady_steps

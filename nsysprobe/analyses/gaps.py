@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import (
-    Events,
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.rows import (
     ThreadCalls,
     api_name,
     first_row_of,

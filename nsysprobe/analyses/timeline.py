@@ -35,8 +35,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import GapsResult, api_category, osrt_category
+from nsysprobe.analyses.rows import api_name
 from nsysprobe.analyses.steps import StepsResult
 from nsysprobe.common.table import Groups, Table, by_count
 from nsysprobe.common.units import size

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from nsysprobe.analyses import events as events_module
 from nsysprobe.analyses import gaps as gaps_module
+from nsysprobe.analyses import rows as rows_module
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import analyze_gaps
 from nsysprobe.analyses.health import analyze_health
@@ -70,7 +70,7 @@ def events(build):
 @pytest.fixture(params=[1 << 20, 2], ids=["one block", "blocks of 2 rows"])
 def rows_per_block(request, monkeypatch):
     """Tables are read a block of rows at a time; the answers must not depend on the cut."""
-    monkeypatch.setattr(events_module, "ROWS_PER_BLOCK", request.param)
+    monkeypatch.setattr(rows_module, "ROWS_PER_BLOCK", request.param)
 
 
 def test_busy_is_a_union_and_gaps_are_attributed(events, rows_per_block):

@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[2]
 BEGIN = "<!-- nsysprobe explain --format markdown: begin -->\n"
 END = "<!-- nsysprobe explain --format markdown: end -->"
 # Modules of analyses/ that are tools of the others, not questions a report answers.
-TOOLS = {"__init__", "events", "intervals", "stats"}
+TOOLS = {"__init__", "events", "intervals", "rows", "stats"}
 
 
 def invoke(*args):
