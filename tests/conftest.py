@@ -11,6 +11,8 @@ from exports import Export, ladder_rung
 
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
+# Modules of nsysprobe/analyses/ that answer no question of their own: what the analyses use.
+ANALYSIS_TOOLS = {"__init__", "calls", "events", "intervals", "rows", "stats"}
 
 
 def shared_trace(name: str) -> Path:

@@ -94,8 +94,8 @@ from nsysprobe.analyses.communication import (
     nccl_issued,
     summarize,
 )
-from nsysprobe.analyses.events import (
-    Events,
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.rows import (
     ThreadCalls,
     api_name,
     columns_where,

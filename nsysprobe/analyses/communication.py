@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import per_category, rows_of_thread
+from nsysprobe.analyses.rows import per_category, rows_of_thread
 from nsysprobe.common.table import Groups, Table, first_seen
 from nsysprobe.trace.reader import pid_of
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsysprobe.analyses.events import Events, per_distinct
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.rows import per_distinct
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.numa.topology import Topology, cpu_to_node
 from nsysprobe.trace.reader import pid_of

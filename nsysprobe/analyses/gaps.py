@@ -25,7 +25,8 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.account import DEFAULT_MIN_GAP_NS, IDLE_CAUSES, AccountResult
-from nsysprobe.analyses.events import Events, api_name, per_distinct, rows_overlapping
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.rows import api_name, per_distinct, rows_overlapping
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, descending
 from nsysprobe.trace.reader import pid_of

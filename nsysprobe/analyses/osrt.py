@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, grouped_in_blocks, per_distinct
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.rows import grouped_in_blocks, per_distinct
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, Table, descending
 

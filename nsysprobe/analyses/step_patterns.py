@@ -56,7 +56,8 @@ import numpy as np
 
 from nsysprobe.analyses.account import Account
 from nsysprobe.analyses.calls import BIRTH_CALLS, SYNC_APIS
-from nsysprobe.analyses.events import Events, api_name, per_distinct
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.rows import api_name, per_distinct
 from nsysprobe.common.frames import Tables
 from nsysprobe.trace.reader import pid_of
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, grouped_in_blocks, range_pattern, top_level
+from nsysprobe.analyses.events import Events, range_pattern
+from nsysprobe.analyses.rows import grouped_in_blocks, top_level
 from nsysprobe.analyses.windows import STARTUP_WORDS, Pace, StepWindows, pace, project
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, Table, by_count, descending

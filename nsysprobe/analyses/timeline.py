@@ -36,8 +36,9 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.calls import api_category, osrt_category
-from nsysprobe.analyses.events import Events, api_name
+from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import GapsResult
+from nsysprobe.analyses.rows import api_name
 from nsysprobe.analyses.steps import StepsResult
 from nsysprobe.common.table import Groups, Table, by_count
 from nsysprobe.common.units import size

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsysprobe.analyses.events import Events, api_name, per_distinct
+from nsysprobe.analyses.events import Events
+from nsysprobe.analyses.rows import api_name, per_distinct
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, descending
 from nsysprobe.trace.reader import pid_of

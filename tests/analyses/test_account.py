@@ -39,7 +39,7 @@ from independent import step_ranges as step_windows
 
 from nsysprobe import analyze as nsysprobe_analyze
 from nsysprobe.analyses import account as account_module
-from nsysprobe.analyses import events as events_module
+from nsysprobe.analyses import rows as rows_module
 from nsysprobe.analyses.account import analyze_account
 from nsysprobe.analyses.communication import collective_of, is_communication_kernel
 from nsysprobe.analyses.events import Events
@@ -382,7 +382,7 @@ def test_a_drain_chain_over_several_idle_intervals_is_charged_up_to_the_wait(
     # Made a run of intervals at a time, the chain's charge carries from run to run, and so
     # do the calls and ranges still open.
     # The export's rows in time order or reversed (tables out of start order are sorted).
-    monkeypatch.setattr(events_module, "CALLS_PER_SWEEP", calls_per_sweep)
+    monkeypatch.setattr(rows_module, "CALLS_PER_SWEEP", calls_per_sweep)
     monkeypatch.setattr(account_module, "INTERVALS_PER_RUN", calls_per_sweep)
     ex = Export()
     rows = [

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsysprobe.analyses import events as events_module
+from nsysprobe.analyses import rows as rows_module
 from nsysprobe.analyses.account import analyze_account
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import analyze_gaps, gap_intervals
@@ -75,7 +75,7 @@ def events(build):
 @pytest.fixture(params=[1 << 20, 2], ids=["one block", "blocks of 2 rows"])
 def rows_per_block(request, monkeypatch):
     """Tables are read a block of rows at a time; the answers must not depend on the cut."""
-    monkeypatch.setattr(events_module, "ROWS_PER_BLOCK", request.param)
+    monkeypatch.setattr(rows_module, "ROWS_PER_BLOCK", request.param)
 
 
 def gaps_of(events, min_gap_ns: int):

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nsysprobe.analyses import events
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import ThreadCalls, top_level
+from nsysprobe.analyses import rows as rows_module
+from nsysprobe.analyses.rows import ThreadCalls, top_level
 from nsysprobe.common.table import Table
 
 SPAN = 60
@@ -328,7 +328,7 @@ def test_top_level_ranges_are_those_no_range_of_their_thread_encloses(seed, larg
     # large (done alone), some, or none. By brute force: a range is enclosed when another of
     # its thread starts no later and ends no earlier, of two identical ranges the first in
     # the table being the top one.
-    monkeypatch.setattr(events, "LARGE_GROUP", large)
+    monkeypatch.setattr(rows_module, "LARGE_GROUP", large)
     rng = np.random.default_rng(seed)
     threads, p = [5, 7, 9, 11, 13], [0.4, 0.3, 0.28, 0.01, 0.01]
     df = random_ranges(rng, 300, 60, 30, threads, p, in_order=bool(seed % 2))

@@ -9,7 +9,7 @@ import pytest
 
 from nsysprobe.errors import TopologyError
 from nsysprobe.numa import load_recorded, plan
-from nsysprobe.numa.recorded import parse_lscpu, parse_nvidia_smi_topo
+from nsysprobe.numa.command_outputs import parse_lscpu, parse_nvidia_smi_topo
 from tests.numa.test_sysfs_topology import cpus
 
 DATA = Path(__file__).parent / "data"

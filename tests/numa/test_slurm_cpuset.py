@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from nsysprobe.cli import main
 from nsysprobe.numa import binding_for_rank, discover, load_recorded, plan
-from nsysprobe.numa.recorded import NUMACTL_FILE, TOPO_FILE, parse_nvidia_smi_topo
+from nsysprobe.numa.command_outputs import NUMACTL_FILE, TOPO_FILE, parse_nvidia_smi_topo
 from tests.numa.fakesys import FakeGpu, MachineSpec, build
 from tests.numa.test_sysfs_topology import cpus
 

@@ -1,11 +1,12 @@
 """The timeline's GPU rows, as Chromium paints them, held to the busy time SQL finds.
 
-A GPU row is drawn as what the GPU did in each of the page's columns (``html.COLUMNS``, one a
-pixel at full width): the column shaded from the row's track (idle) toward its kind's color
-(busy throughout) by the share of its time the row's work ran. Here every screenshot pixel
-column of every GPU row is measured against that share, computed with SQL over the export for
-the column's time span: a launch-bound step, 8 % busy, must read as a mostly idle row, never as
-the solid bar that merged sub-pixel kernels made of it (issue 34).
+A GPU row is drawn as what the GPU did in each of the page's columns
+(``timeline_figure.COLUMNS``, one a pixel at full width): the column shaded from the row's
+track (idle) toward its kind's color (busy throughout) by the share of its time the row's
+work ran. Here every screenshot pixel column of every GPU row is measured against that
+share, computed with SQL over the export for the column's time span: a launch-bound step, 8 %
+busy, must read as a mostly idle row, never as the solid bar that merged sub-pixel kernels
+made of it (issue 34).
 
 Where the figure lies in a screenshot of the page at a 1300-px window:
 
@@ -47,9 +48,11 @@ from test_html import (
 
 import nsysprobe
 import nsysprobe.render.html as html
+import nsysprobe.render.timeline_figure as timeline_figure
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.timeline import Busy
-from nsysprobe.render.html import COLUMNS, KIND_COLORS, TRACK, X0, X1, W, busy_colors
+from nsysprobe.render.svg import KIND_COLORS, W
+from nsysprobe.render.timeline_figure import COLUMNS, TRACK, X0, X1, busy_colors
 
 from conftest import SAMPLE_TRACES, shared_trace
 from exports import MS, Export
@@ -311,8 +314,8 @@ def test_the_check_fails_a_row_painted_solid(tmp_path, monkeypatch):
         full = KIND_COLORS[busy.kinds[0]] if busy.kinds else TRACK
         return share, [full if s > 0 else TRACK for s in share.tolist()]
 
-    real = html.busy_colors
-    monkeypatch.setattr(html, "busy_colors", solid)
+    real = timeline_figure.busy_colors
+    monkeypatch.setattr(timeline_figure, "busy_colors", solid)
     path = SAMPLE_TRACES / "h200_tiny_layers.sqlite"
     png, dom = screenshot(path, tmp_path, "solid")
     (m,) = [measure(path, row) for row in gpu_rows(png, dom)]

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from nsysprobe.analyses.account import COMMUNICATION, COMPUTE, IDLE_CAUSES, MEMSET
-from nsysprobe.render.html import BUCKET_COLORS, COPY_COLORS, KIND_COLORS, TRACK, _bucket_colors
+from nsysprobe.render.charts import BUCKET_COLORS, COPY_COLORS, _bucket_colors
+from nsysprobe.render.svg import KIND_COLORS
+from nsysprobe.render.timeline_figure import TRACK
 
 MIN_DELTA_E = 20
 WHITE = "#ffffff"

@@ -12,16 +12,15 @@ from nsysprobe.report import declared, explain
 from nsysprobe.report.analyze import Skipped
 from nsysprobe.report.declared import ANALYSES, Analysis, Missing
 
+from conftest import ANALYSIS_TOOLS
 from exports import Export
 
 ROOT = Path(__file__).resolve().parents[2]
-# Modules of nsysprobe/analyses/ that answer no question of their own: what the others use.
-TOOLS = {"__init__", "calls", "events", "intervals", "stats"}
 MS = 1_000_000
 
 
 def test_every_analysis_module_is_declared_once_and_each_shown_one_has_its_sections():
-    modules = {p.stem for p in (ROOT / "nsysprobe/analyses").glob("*.py")} - TOOLS
+    modules = {p.stem for p in (ROOT / "nsysprobe/analyses").glob("*.py")} - ANALYSIS_TOOLS
     assert sorted(a.module for a in ANALYSES) == sorted(modules)
     assert len({a.name for a in ANALYSES}) == len(ANALYSES)
     assert set(SECTIONS) == {a.name for a in ANALYSES if a.shown}

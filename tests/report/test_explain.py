@@ -11,11 +11,12 @@ from click.testing import CliRunner
 from nsysprobe.analyses.step_patterns import VERDICTS
 from nsysprobe.cli import main
 
+from conftest import ANALYSIS_TOOLS
+
 ROOT = Path(__file__).parents[2]
 BEGIN = "<!-- nsysprobe explain --format markdown: begin -->\n"
 END = "<!-- nsysprobe explain --format markdown: end -->"
 # Modules of analyses/ that are tools of the others, not questions a report answers.
-TOOLS = {"__init__", "calls", "events", "intervals", "stats"}
 
 
 def invoke(*args):
@@ -40,7 +41,7 @@ def test_an_analysis_is_its_module_docstring():
 def test_every_analysis_module_and_every_recommendation_id_is_explained():
     listing = invoke().output.splitlines()
     listed = {line.split()[0]: line.split()[1] for line in listing}
-    modules = {p.stem for p in (ROOT / "nsysprobe/analyses").glob("*.py")} - TOOLS
+    modules = {p.stem for p in (ROOT / "nsysprobe/analyses").glob("*.py")} - ANALYSIS_TOOLS
     analyses = {n for n, kind in listed.items() if kind == "analysis"}
     assert len(analyses) == len(modules)  # one name per module (placement: cpu_placement)
     assert {n.replace("placement", "cpu_placement") for n in analyses} == modules
