@@ -26,7 +26,6 @@ from __future__ import annotations
 import errno
 import importlib
 import os
-import shutil
 import signal
 import sys
 import traceback
@@ -67,31 +66,6 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
             f"{where}: cannot write to it ({exc.strerror or exc}); write the report to a file "
             f"on a disk with space (and within ulimit -f), or to a pipe"
         ) from None
-
-
-def text_width(width: int | None) -> int | None:
-    """The columns text output is laid out for: ``--width`` (0: none), else the terminal's
-    (``$COLUMNS``, else the terminal's own size) when standard output is a terminal, else
-    None: a file or a pipe gets each row on one line."""
-    if width is not None:
-        return width or None
-    try:
-        tty = sys.stdout is not None and sys.stdout.isatty()
-    except (ValueError, OSError):  # closed, or a stream without a descriptor
-        tty = False
-    return shutil.get_terminal_size().columns if tty else None
-
-
-def width_option(command):
-    """Decorator adding ``--width COLUMNS`` (its value goes through ``text_width``)."""
-    return click.option(
-        "--width",
-        type=click.IntRange(min=0),
-        metavar="COLUMNS",
-        help="Lay text out for this many columns, cells wrapped at spaces (0: each row on one "
-        "line) [default: the terminal's width when standard output is a terminal, else each "
-        "row on one line]. Nothing is cut either way.",
-    )(command)
 
 
 def _write(stream, text: str) -> None:

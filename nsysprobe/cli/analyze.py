@@ -7,14 +7,25 @@ from typing import TYPE_CHECKING
 
 import click
 
-from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
 from nsysprobe.capture.runfolder import is_run_folder
-from nsysprobe.cli import echo, text_width, width_option
-from nsysprobe.cli.outputs import analyze_many_with_outputs, analyze_with_outputs, report_outputs
+from nsysprobe.cli import echo
+from nsysprobe.cli.options import (
+    format_option,
+    min_gap_option,
+    nsys_option,
+    step_range_option,
+    text_width,
+    width_option,
+)
+from nsysprobe.cli.outputs import (
+    Outputs,
+    analyze_many_with_outputs,
+    analyze_with_outputs,
+    report_outputs,
+)
 from nsysprobe.common.units import counted
 from nsysprobe.errors import InputError
-from nsysprobe.render import FORMATS, render
-from nsysprobe.report.analyze import check_min_gap_ms
+from nsysprobe.render import RENDERERS, render_as
 
 if TYPE_CHECKING:
     from nsysprobe.numa.topology import Topology
@@ -71,34 +82,18 @@ def load_topology(where: str | None) -> Topology | None:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="text",
-    show_default=True,
-    help="text for people, json for scripts (has schema_version), markdown for issues and PRs.",
+@format_option(
+    RENDERERS,
+    "text for people, json for scripts (has schema_version), markdown for issues and PRs.",
 )
-@click.option(
-    "--min-gap-ms",
-    type=float,
-    callback=lambda _ctx, _param, value: check_min_gap_ms(value),
-    default=DEFAULT_MIN_GAP_NS / 1e6,
-    show_default=True,
-    help="Report GPU idle gaps longer than this. Step-level starvation shows at ~1 ms; "
-    "NVIDIA's gpu_gaps rule uses 500.",
+@min_gap_option(
+    "Report GPU idle gaps longer than this. Step-level starvation shows at ~1 ms; "
+    "NVIDIA's gpu_gaps rule uses 500."
 )
-@click.option(
-    "--step-range",
-    metavar="NAME",
-    help="The per-iteration NVTX range, e.g. 'Batch #' or 'train_step'. Found by itself "
-    "when omitted.",
+@step_range_option(
+    "The per-iteration NVTX range, e.g. 'Batch #' or 'train_step'. Found by itself when omitted."
 )
-@click.option(
-    "--nsys",
-    metavar="PATH",
-    help="The nsys to export a .nsys-rep with (else $NSYS, PATH, known install folders).",
-)
+@nsys_option("The nsys to export a .nsys-rep with (else $NSYS, PATH, known install folders).")
 @click.option(
     "--topology",
     metavar="live|DIR",
@@ -155,7 +150,7 @@ def analyze(
     rank_timeout_s: float | None,
     rank_memory_gb: float | None,
     width: int | None,
-    **outputs,
+    outputs: Outputs,
 ):
     """Diagnose GPU starvation in PATH: a .sqlite export, a .nsys-rep/.qdrep report, or the
     run folder of an `nsysprobe run` (finishing a capture it left as .nsys-rep or .qdstrm).
@@ -186,7 +181,6 @@ def analyze(
     options = {"min_gap_ms": min_gap_ms, "step_range": step_range, "nsys": nsys}
     if ranks or len(paths) > 1 or is_many(paths[0]):
         from nsysprobe.render.many import RENDERERS as MANY_RENDERERS
-        from nsysprobe.render.many import render_many_text
 
         if scheduler is None:
             warn_over_cpus(workers)
@@ -200,10 +194,7 @@ def analyze(
             topology=load_topology(topology),
             **options,
         )
-        if fmt == "text":
-            echo(render_many_text(many, text_width(width)), nl=False)
-        else:
-            echo(MANY_RENDERERS[fmt](many), nl=False)
+        echo(render_as(MANY_RENDERERS, many, fmt, text_width(width)), nl=False)
         if many.ranks and len(many.errors) == len(many.ranks):
             # The table says why for each; the exit status says that nothing was analyzed.
             raise InputError(
@@ -217,4 +208,4 @@ def analyze(
         topology=load_topology(topology),
         **options,
     )
-    echo(render(report, fmt, text_width(width)), nl=False)
+    echo(render_as(RENDERERS, report, fmt, text_width(width)), nl=False)

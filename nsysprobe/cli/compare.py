@@ -8,42 +8,30 @@ from pathlib import Path
 
 import click
 
-from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS
-from nsysprobe.cli import echo, text_width, width_option
+from nsysprobe.cli import echo
+from nsysprobe.cli.options import (
+    format_option,
+    history_option,
+    min_gap_option,
+    nsys_option,
+    step_range_option,
+    text_width,
+    width_option,
+)
 from nsysprobe.common.progress import Progress
 from nsysprobe.common.safetext import name
-from nsysprobe.render.comparison import RENDERERS, render_comparison_text
-from nsysprobe.report.analyze import check_min_gap_ms
+from nsysprobe.render import render_as
+from nsysprobe.render.comparison import RENDERERS
 from nsysprobe.runs.compare import check_percentage, compare_runs, gate, load_run, parse_condition
 
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN RUN [RUN...]")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(list(RENDERERS)),
-    default="text",
-    show_default=True,
-    help="text for people, markdown for issues and PRs, json for scripts.",
-)
-@click.option(
-    "--min-gap-ms",
-    type=float,
-    callback=lambda _ctx, _param, value: check_min_gap_ms(value),
-    default=DEFAULT_MIN_GAP_NS / 1e6,
-    show_default=True,
-    help="Gap threshold for traces analyzed now.",
-)
-@click.option("--step-range", metavar="NAME", help="The per-iteration NVTX range of the traces.")
-@click.option("--nsys", metavar="PATH", help="The nsys to export .nsys-rep reports with.")
-@click.option(
-    "--history",
-    "history_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="History database that ids refer to [default: as `nsysprobe history`].",
-)
+@format_option(RENDERERS, "text for people, markdown for issues and PRs, json for scripts.")
+@min_gap_option("Gap threshold for traces analyzed now.")
+@step_range_option("The per-iteration NVTX range of the traces.")
+@nsys_option("The nsys to export .nsys-rep reports with.")
+@history_option("History database that ids refer to [default: as `nsysprobe history`].")
 @click.option(
     "--fail-if-slower",
     type=float,
@@ -102,10 +90,7 @@ def compare(
     comparison = compare_runs(loaded)
     if fail_if_slower is not None or conditions:
         comparison = replace(comparison, gate=gate(comparison, fail_if_slower, conditions))
-    if fmt == "text":
-        echo(render_comparison_text(comparison, text_width(width)), nl=False)
-    else:
-        echo(RENDERERS[fmt](comparison), nl=False)
+    echo(render_as(RENDERERS, comparison, fmt, text_width(width)), nl=False)
     if comparison.gate is not None and comparison.gate.failed:
         failed = [f"{c.run}: {c.check} ({c.why})" for c in comparison.gate.checks if c.failed]
         echo(f"nsysprobe: gate failed: {'; '.join(failed)}", err=True)

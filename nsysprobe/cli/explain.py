@@ -5,18 +5,16 @@ from __future__ import annotations
 import click
 
 from nsysprobe.cli import echo
+from nsysprobe.cli.options import format_option
+from nsysprobe.render import render_as
+from nsysprobe.render.explain import RENDERERS
 
 
 @click.command()
 @click.argument("name", required=False)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "markdown"]),
-    default="text",
-    show_default=True,
-    help="markdown: NAME's page, or without NAME the README's tables of analyses and "
-    "recommendations.",
+@format_option(
+    RENDERERS,
+    "markdown: NAME's page, or without NAME the README's tables of analyses and recommendations.",
 )
 def explain(name: str | None, fmt: str) -> None:
     """Explain an analysis (gaps, steps, account, ...) or a recommendation id (pinned_memory,
@@ -35,14 +33,4 @@ def explain(name: str | None, fmt: str) -> None:
       nsysprobe explain pinned_memory    when it fires, the fix, an example, how to confirm
       nsysprobe explain host_sync --format markdown
     """
-    from nsysprobe.report import explain as catalogue
-
-    if name is None and fmt == "markdown":
-        echo(catalogue.markdown_tables(), nl=False)
-    elif name is None:
-        for topic in catalogue.topics():
-            echo(f"{topic.name:<22} {topic.kind:<15} {topic.summary}")
-    elif fmt == "markdown":
-        echo(catalogue.explain(name).markdown, nl=False)
-    else:
-        echo(catalogue.explain(name).text)
+    echo(render_as(RENDERERS, name, fmt), nl=False)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from nsysprobe.cli import echo, text_width, width_option
+from nsysprobe.cli import echo
+from nsysprobe.cli.options import format_option, nsys_option, text_width, width_option
 from nsysprobe.common.writer import write_output
 from nsysprobe.ladder.run import (
     LADDER_JSON,
@@ -17,7 +18,8 @@ from nsysprobe.ladder.run import (
     run_ladder,
     select_rungs,
 )
-from nsysprobe.render.ladder import RENDERERS, render_ladder
+from nsysprobe.render import render_as
+from nsysprobe.render.ladder import RENDERERS
 
 
 def _say(line: str) -> None:
@@ -53,20 +55,13 @@ def _say(line: str) -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), help="Images per step.")
 @click.option("--image-size", type=click.IntRange(min=1), help="Image side in px.")
 @click.option("--device", help="auto, cpu or cuda:N [default: the workloads' auto].")
-@click.option("--nsys", "nsys_path", metavar="PATH", help="The nsys executable to use.")
+@nsys_option()
 @click.option(
     "--workloads",
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder with the rungs' scripts [default: nsysprobe's own, nsysprobe.workloads].",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(list(RENDERERS)),
-    default="text",
-    show_default=True,
-    help="text for people, markdown for issues and PRs, json for scripts.",
-)
+@format_option(RENDERERS, "text for people, markdown for issues and PRs, json for scripts.")
 def ladder(
     rungs: str | None,
     repeats: int,
@@ -77,7 +72,7 @@ def ladder(
     batch_size: int | None,
     image_size: int | None,
     device: str | None,
-    nsys_path: str | None,
+    nsys: str | None,
     workloads: Path | None,
     fmt: str,
     width: int | None,
@@ -109,14 +104,17 @@ def ladder(
         ),
         repeats=repeats,
         output=output,
-        nsys=nsys_path,
+        nsys=nsys,
         workloads=workloads,
         progress=_say,
     )
     for summary, file in (("json", LADDER_JSON), ("markdown", LADDER_MD)):
         write_output(
-            render_ladder(result, summary), result.folder / file, force=False, option="--output"
+            render_as(RENDERERS, result, summary),
+            result.folder / file,
+            force=False,
+            option="--output",
         )
-    echo(render_ladder(result, fmt, text_width(width)), nl=False)
+    echo(render_as(RENDERERS, result, fmt, text_width(width)), nl=False)
     _say(f"runs, ladder.json and ladder.md in {result.folder}")
     check_ladder(result)

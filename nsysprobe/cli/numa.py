@@ -3,15 +3,14 @@ binding and placement. Each command parses, calls ``nsysprobe.numa`` and prints.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import click
 
 from nsysprobe.cli import echo
+from nsysprobe.cli.options import format_option
 from nsysprobe.errors import TopologyError
-from nsysprobe.numa import render
 from nsysprobe.numa.bind import MEMORY_POLICIES, apply_binding
 from nsysprobe.numa.launch import launch as launch_ranks
 from nsysprobe.numa.placement import placement as placement_report
@@ -19,7 +18,9 @@ from nsysprobe.numa.plan import MODES
 from nsysprobe.numa.plan import plan as make_plan
 from nsysprobe.numa.rank import binding_for_rank, local_rank_from
 from nsysprobe.numa.recorded import load_recorded
+from nsysprobe.numa.render import PLACEMENT_RENDERERS, PLAN_RENDERERS, TOPOLOGY_RENDERERS
 from nsysprobe.numa.topology import Topology, discover
+from nsysprobe.render import render_as
 
 _root = click.option(
     "--root",
@@ -33,9 +34,6 @@ _from = click.option(
     "from_dir",
     type=click.Path(exists=True, file_okay=False),
     help="Folder of recorded lscpu.txt, numactl-hardware.txt, nvidia-smi-topo-m.txt.",
-)
-_format = click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 _mode = click.option("--mode", type=click.Choice(MODES), default="node", show_default=True)
 _memory = click.option(
@@ -51,21 +49,16 @@ def _topology(root: str, from_dir: str | None) -> Topology:
     return load_recorded(from_dir) if from_dir else discover(root)
 
 
-def _emit(fmt: str, as_json: dict, as_text: str) -> None:
-    echo(json.dumps(as_json, indent=2) if fmt == "json" else as_text)
-
-
 @click.command()
 @_root
 @_from
-@_format
+@format_option(TOPOLOGY_RENDERERS)
 def topo(root: str, from_dir: str | None, fmt: str) -> None:
     """Show NUMA nodes, their CPUs and memory, and each GPU's node.
 
     Inside a Slurm job or container, also which GPUs' nodes have no CPU in its cpuset:
     binding to those nodes is impossible there."""
-    topology = _topology(root, from_dir)
-    _emit(fmt, render.topology_json(topology), render.topology_text(topology))
+    echo(render_as(TOPOLOGY_RENDERERS, _topology(root, from_dir), fmt))
 
 
 @click.group()
@@ -78,14 +71,14 @@ def numa() -> None:
 @click.option("--nproc-per-node", type=int, help="Ranks to plan for (default: one per GPU).")
 @_root
 @_from
-@_format
+@format_option(PLAN_RENDERERS)
 def plan(mode: str, nproc_per_node: int | None, root: str, from_dir: str | None, fmt: str) -> None:
     """The CPUs each local rank gets, as torchrun --numa-binding MODE would bind them.
 
     A rank whose GPU's node has no CPU in this job's cpuset (a Slurm job given CPUs of other
     nodes) is shown unbound, with the reason."""
     result = make_plan(_topology(root, from_dir), mode, nproc_per_node)
-    _emit(fmt, render.plan_json(result), render.plan_text(result))
+    echo(render_as(PLAN_RENDERERS, result, fmt))
 
 
 @numa.command(name="exec", context_settings={"ignore_unknown_options": True})
@@ -120,11 +113,11 @@ def exec_(
 @click.argument("pid", type=int)
 @click.option("--gpu", type=int, help="GPU the process drives (default: from its LOCAL_RANK).")
 @_root
-@_format
+@format_option(PLACEMENT_RENDERERS)
 def placement(pid: int, gpu: int | None, root: str, fmt: str) -> None:
     """Where PID, its children and their threads run and keep memory, against their GPU."""
     report = placement_report(pid, discover(root), root=root, gpu=gpu)
-    _emit(fmt, render.placement_json(report), render.placement_text(report))
+    echo(render_as(PLACEMENT_RENDERERS, report, fmt))
 
 
 @click.command(context_settings={"ignore_unknown_options": True})

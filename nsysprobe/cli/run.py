@@ -11,9 +11,11 @@ import click
 from nsysprobe.capture.doctor import run_checks
 from nsysprobe.capture.health import nvtx_note
 from nsysprobe.capture.profile import ProfileOptions, capture
-from nsysprobe.cli import echo, text_width, width_option
-from nsysprobe.cli.outputs import report_outputs, save_outputs
+from nsysprobe.cli import echo
+from nsysprobe.cli.options import format_option, nsys_option, text_width, width_option
+from nsysprobe.cli.outputs import Outputs, report_outputs, save_outputs
 from nsysprobe.errors import InputError
+from nsysprobe.render import RENDERERS, render_as
 
 
 def _with_rung(rung: str | None, workload: tuple[str, ...]) -> tuple[str, ...]:
@@ -116,7 +118,7 @@ class _RunCommand(click.Command):
     "--width there is refused (some workloads have one): the workload's goes after --.",
 )
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Run folder to write.")
-@click.option("--nsys", "nsys_path", metavar="PATH", help="The nsys executable to use.")
+@nsys_option()
 @click.option("--trace", help="nsys --trace list [default: cuda,nvtx,osrt; nvtx,osrt w/o GPU].")
 @click.option("--no-capture-range", is_flag=True, help="Capture the whole run, not the range.")
 @click.option("--cpuctxsw", is_flag=True, help="Trace CPU context switches (NUMA analysis).")
@@ -132,20 +134,14 @@ class _RunCommand(click.Command):
     "them).",
 )
 @click.option("--nsys-args", default="", metavar='"..."', help="More arguments for nsys profile.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-)
+@format_option(RENDERERS)
 @width_option
 @report_outputs
 def run(
     workload: tuple[str, ...],
     rung: str | None,
     output: Path | None,
-    nsys_path: str | None,
+    nsys: str | None,
     trace: str | None,
     no_capture_range: bool,
     cpuctxsw: bool,
@@ -154,7 +150,7 @@ def run(
     nsys_args: str,
     fmt: str,
     width: int | None,
-    **outputs,
+    outputs: Outputs,
 ) -> None:
     """Profile WORKLOAD under Nsight Systems, export it and print the diagnosis.
 
@@ -167,7 +163,6 @@ def run(
     The workload calls torch.cuda.profiler.start()/stop() around the steps to capture
     (or pass --no-capture-range). Its exit code is this command's exit code.
     """
-    from nsysprobe.render import render
     from nsysprobe.report.analyze import analyze
     from nsysprobe.report.saved import save_analysis
 
@@ -180,11 +175,11 @@ def run(
         nsys_args=tuple(shlex.split(nsys_args)),
         python=python,
     )
-    result = capture(workload, output, options, nsys_path, progress=_say)
-    report = analyze(result.sqlite, timeline=outputs.get("html") is not None)
+    result = capture(workload, output, options, nsys, progress=_say)
+    report = analyze(result.sqlite, timeline=outputs.html is not None)
     save_analysis(report, result.folder)
     save_outputs(report, result.sqlite, outputs, paths={"folder": result.folder})
-    echo(render(report, fmt, text_width(width)))
+    echo(render_as(RENDERERS, report, fmt, text_width(width)))
     note = nvtx_note(result.sqlite, result.trace, result.nsys.version)
     if note:
         _say(f"warning: {note}")
@@ -197,7 +192,7 @@ def run(
 
 
 @click.command()
-@click.option("--nsys", "nsys_path", metavar="PATH", help="The nsys executable to check.")
+@nsys_option("The nsys executable to check.")
 @click.option(
     "--install",
     is_flag=True,
@@ -206,7 +201,7 @@ def run(
     "$NSYSPROBE_NSYS_HOME, .nsys/ in a checkout, else ~/.local/share/nsysprobe/nsys "
     "($XDG_DATA_HOME). Nothing is downloaded when that install works already.",
 )
-def doctor(nsys_path: str | None, install: bool) -> None:
+def doctor(nsys: str | None, install: bool) -> None:
     """Check nsys, its importer, Python nvtx, the GPU and NUMA tools; each line with its fix.
 
     FAIL: a required check failed (nsys or its importer is unusable, so no capture can be
@@ -223,7 +218,7 @@ def doctor(nsys_path: str | None, install: bool) -> None:
         got, new = ensure_nsys(progress=_say)
         _say(f"{'installed' if new else 'already installed:'} nsys {got.version} at {got.path}")
     failed = False
-    for check in run_checks(nsys_path):
+    for check in run_checks(nsys):
         mark = {True: "ok", False: "FAIL" if check.required else "warn", None: "info"}[check.ok]
         fix = f" -> {check.fix}" if check.fix else ""
         echo(f"{mark:4} {check.name}: {check.detail}{fix}")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
-
 import click
 
 from nsysprobe.cli import echo
-from nsysprobe.common.units import counted
+from nsysprobe.cli.options import force_option, format_option
+from nsysprobe.render import render_as
+from nsysprobe.render.scrub import RENDERERS
 
 
 @click.command()
@@ -20,15 +19,8 @@ from nsysprobe.common.units import counted
     type=click.Path(path_type=str),
     help="Where to write the copy: a new file (never the export itself, a FIFO or a device).",
 )
-@click.option("--force", is_flag=True, help="Replace OUTPUT if it is an existing regular file.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json: what was kept and dropped, for scripts (with a schema_version).",
-)
+@force_option("Replace OUTPUT if it is an existing regular file.")
+@format_option(RENDERERS, "json: what was kept and dropped, for scripts (with a schema_version).")
 def scrub(export: str, output: str, force: bool, fmt: str) -> None:
     """Copy EXPORT (.sqlite) keeping only what nsysprobe's analyses read, its text scrubbed.
 
@@ -71,25 +63,6 @@ def scrub(export: str, output: str, force: bool, fmt: str) -> None:
       nsysprobe scrub run.sqlite -o run-shareable.sqlite
       nsysprobe scrub run.sqlite -o run-shareable.sqlite --force --format json
     """
-    from nsysprobe.trace.scrub import SCHEMA_VERSION
     from nsysprobe.trace.scrub import scrub as scrub_export
 
-    result = scrub_export(export, output, force=force)
-    if fmt == "json":
-        data = dataclasses.asdict(result)
-        data["output"] = str(result.output)
-        data["tables_kept"] = list(result.tables_kept)
-        echo(json.dumps({"schema_version": SCHEMA_VERSION, **data}, indent=2))
-        return
-    r = result
-    echo(
-        f"wrote {r.output}: kept {counted(len(r.tables_kept), 'table')} with the columns "
-        f"nsysprobe reads; dropped {counted(r.tables_dropped, 'table')}, "
-        f"{counted(r.columns_dropped, 'column')} and "
-        f"{counted(r.objects_dropped, 'view/trigger/index', 'views/triggers/indexes')}"
-    )
-    echo(
-        f"scrubbed {counted(r.texts_scrubbed, 'name')} (secrets, paths, addresses); dropped "
-        f"{counted(r.strings_dropped, 'unreferenced string')} and "
-        f"{counted(r.rows_dropped, 'metadata/diagnostic row')}"
-    )
+    echo(render_as(RENDERERS, scrub_export(export, output, force=force), fmt), nl=False)

@@ -1,7 +1,10 @@
-"""Text and JSON forms of topologies, plans and placement reports."""
+"""Text and JSON forms of topologies, plans and placement reports, and each one's renderers
+(format -> function, for ``nsysprobe.render.render_as``)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from functools import lru_cache
 
 from nsysprobe.numa.cpulist import format_cpulist
@@ -131,3 +134,13 @@ def placement_text(report: PlacementReport) -> str:
         )
     lines.extend(f"  note: {note}" for note in report.notes)
     return "\n".join(lines)
+
+
+def _as_json(form: Callable[[object], dict]) -> Callable[[object], str]:
+    """A renderer of ``form``'s dict as indented JSON."""
+    return lambda subject: json.dumps(form(subject), indent=2)
+
+
+TOPOLOGY_RENDERERS = {"text": topology_text, "json": _as_json(topology_json)}
+PLAN_RENDERERS = {"text": plan_text, "json": _as_json(plan_json)}
+PLACEMENT_RENDERERS = {"text": placement_text, "json": _as_json(placement_json)}

@@ -13,6 +13,7 @@ import dataclasses
 import json
 
 from nsysprobe.ladder.run import CLOCK_TOLERANCE, Ladder, Row
+from nsysprobe.render import render_as
 from nsysprobe.render.layout import fit, table, wrap
 from nsysprobe.render.markdown import escape
 
@@ -136,4 +137,4 @@ RENDERERS = {
 
 
 def render_ladder(ladder: Ladder, fmt: str = "text", width: int | None = None) -> str:
-    return render_ladder_text(ladder, width) if fmt == "text" else RENDERERS[fmt](ladder)
+    return render_as(RENDERERS, ladder, fmt, width)

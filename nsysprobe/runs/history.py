@@ -146,6 +146,21 @@ def entries(history_path: str | os.PathLike | None = None, limit: int | None = N
         return [e for e in map(_entry, rows) if e is not None]
 
 
+@dataclass(frozen=True)
+class Listing:
+    """One database's newest entries, newest first: what ``nsysprobe history`` shows."""
+
+    path: Path
+    entries: tuple[Entry, ...]
+
+
+def newest(history_path: str | os.PathLike | None = None, limit: int | None = None) -> Listing:
+    """The newest ``limit`` entries (all without a limit) of the database at
+    ``history_path``, else at ``default_path()``."""
+    path = Path(history_path) if history_path is not None else default_path()
+    return Listing(path, tuple(entries(path, limit)))
+
+
 def entry_id(text: str) -> int:
     """A history id from its digits; InputError unless it is one SQLite can hold."""
     digits = text.lstrip("0") if text.isascii() and text.isdigit() else ""

@@ -40,7 +40,8 @@ from independent import (
 )
 
 import nsysprobe
-from nsysprobe.analyses.gaps import DEFAULT_MIN_GAP_NS, LONGEST_GAPS_LISTED
+from nsysprobe.analyses.account import DEFAULT_MIN_GAP_NS
+from nsysprobe.analyses.gaps import LONGEST_GAPS_LISTED
 from nsysprobe.errors import InputError, MissingDependency
 
 from conftest import SAMPLE_TRACES
