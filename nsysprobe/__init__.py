@@ -19,7 +19,7 @@ lazy_exports(
         "analyze": "report.analyze",
         "Report": "report.analyze",
         "analyze_many": "ranks.many",
-        "ManyReport": "ranks.many",
+        "ManyReport": "analyses.cross_rank",
     },
 )
 

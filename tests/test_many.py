@@ -18,15 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from nsysprobe import analyze
+from nsysprobe.analyses.cross_rank import RankSummary, cross_rank
 from nsysprobe.cli import main
 from nsysprobe.errors import InputError
-from nsysprobe.ranks.many import (
-    RankSummary,
-    analyze_many,
-    cross_rank,
-    expand_paths,
-    summarize_report,
-)
+from nsysprobe.ranks.inputs import expand_paths
+from nsysprobe.ranks.many import analyze_many
+from nsysprobe.ranks.summary import summarize_report
 from nsysprobe.render.many import RENDERERS, render_many_html
 
 from conftest import SAMPLE_TRACES, shared_trace

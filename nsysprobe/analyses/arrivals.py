@@ -47,6 +47,11 @@ checkpoint on one rank); one consistently later by less is *slightly late*. Why 
 is in its own step account, against the other ranks' (``late_causes``).
 """
 
+# Over 500 lines: one analysis read top to bottom (clocks, instances, rounds, verdicts). The
+# docstring above, which ``nsysprobe explain arrivals`` prints as it is, names its steps
+# (``_voted_offset``, ``_drift``, ``_bursts``), so they stay beside it; why a rank is late
+# is ``late_causes.py``.
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -64,37 +69,6 @@ TIE_NS = 50_000
 # The straggler must hold the others up this share of the measured time (the floor of
 # ``diagnose.MIN_GAIN_RATIO``: less is not worth a fix).
 MIN_HELD_UP_RATIO = 0.03
-# What a late rank's extra time per step in these buckets of its step account means, and the
-# recommendation (``nsysprobe.diagnose.rules``) that removes it; ``memcpy X`` names match by prefix.
-CAUSES = (
-    (
-        ("loading", "loader_wait"),
-        "input: it makes or waits for its batches",
-        "multiprocess_loading",
-    ),
-    (("memcpy HtoD Pageable", "blocking_copy"), "pageable host-to-device copies", "pinned_memory"),
-    (("memcpy HtoD Pinned",), "input copies not overlapped with compute", "stream_pipelining"),
-    (("sync",), "host synchronizations", "host_sync"),
-    (("readback", "memcpy DtoH"), "device-to-host read-backs", "device_to_host"),
-    (("allocator",), "allocator calls", "allocator_churn"),
-    (("launch",), "kernel launch overhead", "launch_overhead"),
-    (("cpu",), "its training thread's own CPU work", "cpu_overhead"),
-    (("os_call", "os_wait"), "OS-runtime calls", "os_runtime_stall"),
-    (("module_loading",), "CUDA module loading", "warmup_in_capture"),
-    (("profiler_overhead",), "nsys's own overhead on this rank", "profiler_overhead"),
-    (
-        ("compute", "memset", "memcpy DtoD", "memcpy"),
-        "slower GPU work: its kernels take longer (a slower or throttled GPU, or more work)",
-        "gpu_work",
-    ),
-    (("queued", "cuda_api"), "GPU work that started late, other CUDA calls", "gpu_idle"),
-)
-# A cause must add this much per step of the account, this share of the time the rank held
-# the others up per step, and this share of the other ranks' own time in those buckets (GPU
-# work of 25 ms varies by more than 50 us from rank to rank): less does not explain lateness.
-CAUSE_FLOOR_NS = 50_000
-CAUSE_SHARE_RATIO = 0.10
-CAUSE_RELATIVE_RATIO = 0.10
 # Ends of one collective closer than this are one cluster; an instance's ends may spread this far.
 CLUSTER_GAP_NS = TIE_NS
 MAX_END_SPREAD_NS = 4 * TIE_NS
@@ -120,17 +94,6 @@ MAX_WINDOW_CANDIDATES = 4_000
 # Clock drift: offsets voted in this many stretches of the capture, fitted by a line.
 DRIFT_CHUNKS = 8
 HOLDS_LISTED = 10
-
-
-@dataclass(frozen=True)
-class Cause:
-    """Why a straggler is late: where its step account spends more than the others'."""
-
-    what: str
-    recommendation: str  # a recommendation id of ``nsysprobe.diagnose.rules`` ("gpu_work": none)
-    buckets: tuple[str, ...]
-    ns_per_step: float  # this rank's
-    others_ns_per_step: float  # the other ranks' median
 
 
 @dataclass(frozen=True)
@@ -604,44 +567,6 @@ def _nearest(sorted_values: np.ndarray, points: np.ndarray) -> np.ndarray:
     lo = np.clip(hi - 1, 0, None)
     pick_lo = np.abs(sorted_values[lo] - points) <= np.abs(sorted_values[hi] - points)
     return np.where(pick_lo, lo, hi)
-
-
-def late_causes(
-    mine: dict[str, float], others: list[dict[str, float]], held_ns_per_step: float
-) -> tuple[Cause, ...]:
-    """Why a late rank is late: the groups of ``CAUSES`` where its step account (bucket ->
-    mean ns per step) spends more than the other ranks' median, by at least
-    ``CAUSE_FLOOR_NS``, ``CAUSE_SHARE_RATIO`` of the time it held the others up per step and
-    ``CAUSE_RELATIVE_RATIO`` of the others' own time there; largest first."""
-    if not others:
-        return ()
-    floor = max(CAUSE_FLOOR_NS, CAUSE_SHARE_RATIO * held_ns_per_step)
-    out = []
-    for names, what, rec in CAUSES:
-        value = _bucket_sum(mine, names)
-        median = float(np.median([_bucket_sum(o, names) for o in others]))
-        if value - median >= max(floor, CAUSE_RELATIVE_RATIO * median):
-            out.append(Cause(what, rec, names, value, median))
-    return tuple(sorted(out, key=lambda c: -(c.ns_per_step - c.others_ns_per_step)))
-
-
-_CLAIMED = {n for group, _, _ in CAUSES for n in group if n != "memcpy"}
-
-
-def _bucket_sum(buckets: dict[str, float], names: tuple[str, ...]) -> float:
-    """The sum over the buckets named (``memcpy X`` by prefix; a group's ``memcpy`` takes the
-    copies no other group names)."""
-    total = 0.0
-    for bucket, ns in buckets.items():
-        if bucket in names or any(bucket.startswith(n + " ") for n in names if n != "memcpy"):
-            total += ns
-        elif (
-            "memcpy" in names
-            and bucket.startswith("memcpy ")
-            and not any(bucket == c or bucket.startswith(c + " ") for c in _CLAIMED)
-        ):
-            total += ns
-    return total
 
 
 def process_label(pid: int) -> str:

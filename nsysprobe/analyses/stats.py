@@ -1,5 +1,5 @@
 """Rank tests shared by the comparisons: ``nsysprobe compare`` (runs), the cross-rank step
-times (``many.py``) and the arrivals at the collectives (``arrivals.py``).
+times (``cross_rank.py``) and the arrivals at the collectives (``arrivals.py``).
 
 ``mann_whitney`` is the two-sided Mann-Whitney U test: exact over every split of the pooled
 samples when there are at most ``EXACT_SPLITS`` splits, else the normal approximation with tie
@@ -14,6 +14,9 @@ import math
 import numpy as np
 
 EXACT_SPLITS = 20_000
+# The comparisons' significance level, and the fewest steps a sample needs to be tested.
+ALPHA = 0.05
+MIN_STEPS = 3
 
 
 def mann_whitney(a, b) -> tuple[float, float]:

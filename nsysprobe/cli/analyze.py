@@ -55,7 +55,7 @@ def check_rank_limit(_ctx, param: click.Parameter, value: float | None) -> float
 
 def warn_over_cpus(workers: int | None) -> None:
     """Say that a --workers above the CPUs this process may use starts fewer workers."""
-    from nsysprobe.ranks.many import usable_cpus
+    from nsysprobe.ranks.cluster import usable_cpus
 
     cpus = usable_cpus()
     if workers is not None and workers > cpus:

@@ -98,7 +98,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nsysprobe.analyses.account import Account, Bucket, Detail
-from nsysprobe.analyses.arrivals import Arrivals, late_causes, process_label, rank_accounts
+from nsysprobe.analyses.arrivals import Arrivals, process_label, rank_accounts
 from nsysprobe.analyses.health import Finding
 from nsysprobe.analyses.intervals import busy_ratio
 from nsysprobe.analyses.kernels import (
@@ -107,6 +107,7 @@ from nsysprobe.analyses.kernels import (
     TINY_LEVER_RATIO,
     KernelsResult,
 )
+from nsysprobe.analyses.late_causes import late_causes
 from nsysprobe.analyses.step_patterns import StepPatterns
 from nsysprobe.analyses.transfers import TransfersResult
 from nsysprobe.analyses.windows import PERIODIC_MIN, PERIODIC_RATIO, STARTUP_RATIO

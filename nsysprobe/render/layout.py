@@ -1,4 +1,5 @@
-"""Text laid out for a width: aligned tables whose cells wrap at spaces, and wrapped lines.
+"""Text laid out for a width: aligned tables whose cells wrap at spaces, wrapped lines, and a
+report section (``section_text``: its title, notes and table) as the text reports print it.
 
 ``width=None`` is output that is not a terminal (a file, a pipe, a notebook): every row on one
 line and every cell whole, for grep and diff. With a width (a terminal's), no line is longer
@@ -30,6 +31,10 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nsysprobe.render.sections import Section
 
 GAP = "  "
 SHORT = 16
@@ -83,6 +88,18 @@ def wrap(text: str, width: int | None, indent: str = "", hang: str = "") -> list
         line, used = line + word, used + w
     lines.append(line)
     return [x.rstrip() for x in lines]
+
+
+def section_text(section: Section, width: int | None = None) -> list[str]:
+    """A section as its title, underlined, its notes and its table, fit to ``width``."""
+    width = fit(width)
+    title = wrap(section.title, width)
+    out = [*title, "-" * max(text_width(t) for t in title)]
+    for note in section.notes:
+        out += wrap(note, width, hang="  ")
+    if section.rows:
+        out += table(section.header, section.rows, width)
+    return out
 
 
 def words(text: str) -> list[str]:

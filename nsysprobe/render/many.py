@@ -3,8 +3,8 @@ slowest ranks and what distinguishes them, then the reports that could not be an
 
 Columns of the rank table: steps, steps/s (steps over time), median step, GPU busy, GPU idle
 per step (median), pageable HtoD bytes and OS-runtime call time (totals over the capture),
-step start lag (see ``nsysprobe.ranks.many``), the per-step test against every other rank pooled,
-and the top recommendation.
+step start lag (see ``nsysprobe.analyses.cross_rank``), the per-step test against every other
+rank pooled, and the top recommendation.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from nsysprobe.ranks.many import ManyReport, RankSummary, RankVerdict
-from nsysprobe.render.layout import fit, wrap
+from nsysprobe.analyses.cross_rank import ManyReport, RankSummary, RankVerdict
+from nsysprobe.render.layout import fit, section_text, wrap
 from nsysprobe.render.markdown import escape, section_lines
 from nsysprobe.render.sections import Section, arrivals_section, ms, pct, size
-from nsysprobe.render.text import section_text
 
 HEADER = (
     "rank",

@@ -7,8 +7,8 @@ nothing is cut.
 
 from __future__ import annotations
 
-from nsysprobe.render.layout import fit, table, text_width, wrap
-from nsysprobe.render.sections import Section, headline, pct, sections
+from nsysprobe.render.layout import fit, section_text, wrap
+from nsysprobe.render.sections import headline, pct, sections
 from nsysprobe.report.analyze import Report
 
 
@@ -28,15 +28,3 @@ def render_text(report: Report, width: int | None = None) -> str:
         lines += section_text(section, width)
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def section_text(section: Section, width: int | None = None) -> list[str]:
-    """A section as its title, underlined, its notes and its table, fit to ``width``."""
-    width = fit(width)
-    title = wrap(section.title, width)
-    out = [*title, "-" * max(text_width(t) for t in title)]
-    for note in section.notes:
-        out += wrap(note, width, hang="  ")
-    if section.rows:
-        out += table(section.header, section.rows, width)
-    return out

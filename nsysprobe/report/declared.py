@@ -260,6 +260,19 @@ ANALYSES = (
     Analysis("kernels", "kernels", "the account's kernels", CUDA_FIX, _kernels),
     Analysis("windows", "windows", "the steps", _STEPS_FIX, _part, shown=False),
     Analysis("communication", "communication", "NCCL work", CUDA_FIX, _part, shown=False),
+    # Across reports: ``nsysprobe analyze`` of several (``ranks/many.py``) runs it on the
+    # ranks' summaries; why a late rank is late, for ``late_rank`` and that view.
+    Analysis(
+        "cross_rank",
+        "cross_rank",
+        "one report per rank",
+        "profile every rank (nsys profile per rank, or one report with --ranks)",
+        _part,
+        shown=False,
+    ),
+    Analysis(
+        "late_causes", "late_causes", "the ranks' step accounts", CUDA_FIX, _part, shown=False
+    ),
     Analysis(
         "health",
         "health",

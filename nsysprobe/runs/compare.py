@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsysprobe.analyses.stats import mann_whitney
+from nsysprobe.analyses.stats import ALPHA, MIN_STEPS, mann_whitney
 from nsysprobe.common.safetext import name
 from nsysprobe.errors import InputError
 from nsysprobe.report.metrics import (
@@ -60,8 +60,6 @@ from nsysprobe.report.metrics import (
 from nsysprobe.report.saved import ANALYSIS_FILE
 
 SCHEMA_VERSION = 1
-ALPHA = 0.05
-MIN_STEPS = 3
 # An analysis.json is tens of kB (10,000 step rows, the most a report lists, make some 2 MB).
 MAX_ANALYSIS_BYTES = 16 << 20
 

@@ -25,7 +25,8 @@ from nsysprobe.analyses.arrivals import (
     RankCollectives,
     analyze_arrivals,
 )
-from nsysprobe.ranks.many import cross_rank, summarize_report
+from nsysprobe.analyses.cross_rank import cross_rank
+from nsysprobe.ranks.summary import summarize_report
 from nsysprobe.runs.compare import mann_whitney
 
 from conftest import shared_trace

@@ -175,6 +175,8 @@ NOT_FOR_ONE_REPORT = [
     "dask",
     "distributed",
     "nsysprobe.ranks.many",
+    "nsysprobe.ranks.cluster",
+    "nsysprobe.analyses.cross_rank",
     "nsysprobe.runs.compare",
     "nsysprobe.ladder.run",
     "nsysprobe.numa.launch",

@@ -63,7 +63,7 @@ def test_one_idle_gap_is_one_gap(build):
 def test_the_workers_warning_counts_one_cpu_in_the_singular(monkeypatch, capsys):
     from nsysprobe.cli import analyze
 
-    monkeypatch.setattr("nsysprobe.ranks.many.usable_cpus", lambda: 1)
+    monkeypatch.setattr("nsysprobe.ranks.cluster.usable_cpus", lambda: 1)
     analyze.warn_over_cpus(4)
     assert "this process may use 1 CPU (its affinity); the local cluster gets 1 worker at " in (
         capsys.readouterr().err

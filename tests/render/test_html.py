@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from PIL import Image
 
 import nsysprobe
+from nsysprobe.analyses.cross_rank import cross_rank
 from nsysprobe.analyses.timeline import PAD_RATIO
 from nsysprobe.cli import main
 from nsysprobe.errors import InputError
-from nsysprobe.ranks.many import cross_rank
 from nsysprobe.render import render
 from nsysprobe.render.html import ENVIRONMENT, render_html
 from nsysprobe.render.many import render_many_html

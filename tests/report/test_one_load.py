@@ -47,7 +47,7 @@ def test_analyze_with_html_opens_the_export_once(opened, tmp_path):
 
 
 def test_a_report_of_two_ranks_is_loaded_once_and_split(opened):
-    from nsysprobe.ranks.many import summarize_report
+    from nsysprobe.ranks.summary import summarize_report
 
     path = shared_trace(TWO_GPU)
     summaries = summarize_report(str(path), "job", {})
