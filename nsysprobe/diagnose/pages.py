@@ -1,26 +1,29 @@
 """Each recommendation id's page (nsysprobe explain ID): when its rule fires, what it reads
 and writes, the fix, an example from a real trace, and how to confirm that the fix worked.
 
-One ``Page`` per id of the catalogue in ``rules.py`` (whose line is the page's first); the
-rule functions there are what each page describes. Thresholds are never written here as
-numbers: a page names the constant between double backquotes, bare for ``rules.py``'s own and
-as module.NAME for those of ``nsysprobe/analyses/`` (windows.PERIODIC_RATIO), and
+One ``Page`` per row of ``rules.RULES`` (whose meaning is the page's first line); the rule
+checks it names are what each page describes. Thresholds are never written here as numbers: a
+page names the constant between double backquotes, bare for the diagnosis's own (in its rule
+modules) and as module.NAME for those of ``nsysprobe/analyses/`` (windows.PERIODIC_RATIO), and
 ``nsysprobe.report.explain`` fills in its value when the page is shown. An example's
 ``reason`` is the line ``nsysprobe analyze`` printed for that id on that trace, kept for where
 the trace is absent (an installed wheel holds no ``sample_traces/``); where it is present the
 page analyzes it instead, and ``tests/report/test_explain_pages.py`` holds every kept line,
 evidence key and threshold to a fresh analysis.
+
+A catalogue of text, one page per id read top to bottom, and nothing else: hence one module
+over the size of the others.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The keys ``rules._evidence`` writes for every rule made by ``rules._rec``; and for each bucket
+# The keys ``common._evidence`` writes for every rule made by ``common._rec``; and for each bucket
 # it reads, ``BUCKET_ns`` and ``BUCKET_median_per_step_ns``.
 ACCOUNT_KEYS = ("account", "steps", "measured_ns", "buckets", "details")
 PER_BUCKET = ("{}_ns", "{}_median_per_step_ns")
-# What ``rules._step_pattern`` writes, for autotuning and recompilation alike.
+# What ``patterns._step_pattern`` writes, for autotuning and recompilation alike.
 STEP_PATTERN_EVIDENCE = (
     "pattern_steps",
     "new_set_steps",
