@@ -2,11 +2,12 @@
 (``host_sync``), the allocator (``allocator_churn``), launches (``launch_overhead``), its own
 code (``cpu_overhead``), OS calls (``os_runtime_stall``), CUDA modules loaded
 (``warmup_in_capture``), nsys's own overhead (``profiler_overhead``) and the idle with no
-canned fix (``gpu_idle``)."""
+canned fix (``gpu_idle``), and between tiny kernels queued (``kernel_gaps``)."""
 
 from __future__ import annotations
 
 from nsysprobe.analyses.account import Account
+from nsysprobe.analyses.kernels import TINY_NS
 from nsysprobe.diagnose.common import (
     Evidence,
     Outcome,
@@ -17,6 +18,11 @@ from nsysprobe.diagnose.common import (
 )
 from nsysprobe.diagnose.copies import _pinned_applies
 from nsysprobe.diagnose.inputs import _loading_has_a_rule
+
+# Where at least this share of the kernel time is in tiny kernels (``kernels.TINY_NS``), the
+# idle between kernels already queued is the GPU's own cost per kernel (kernel_gaps), not a
+# dependency between streams (gpu_idle): fewer, larger kernels or a CUDA graph remove it.
+KERNEL_GAPS_TINY_TIME_RATIO = 0.5
 
 
 def _host_sync(ev: Evidence, a: Account) -> Outcome | None:
@@ -154,16 +160,55 @@ def _overhead(ev: Evidence, a: Account) -> Outcome | None:
 
 
 def _other_idle(ev: Evidence, a: Account) -> Outcome | None:
-    names = ("queued", "cuda_api")
+    # Work queued and started late between tiny kernels is kernel_gaps'.
+    queued = not _tiny_kernels(ev)
+    names = ("queued", "cuda_api") if queued else ("cuda_api",)
+    why = (
+        "with work already queued but started late (dependencies between streams, "
+        "cudaStreamWaitEvent, scheduling) or in other CUDA calls"
+        if queued
+        else "in other CUDA calls"
+    )
     return _rec(
         a,
         "The GPU idles with no canned fix",
         names,
         (
             f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
-            f"step time) with work already queued but started late (dependencies between "
-            f"streams, cudaStreamWaitEvent, scheduling) or in other CUDA calls: "
-            f"{_top(a, *names)}"
+            f"step time) {why}: {_top(a, *names)}"
         ),
         "no canned fix: look at the streams and events around these gaps in the timeline",
+    )
+
+
+def _tiny_kernels(ev: Evidence) -> bool:
+    """Most of the main account's kernel time is in kernels under ``kernels.TINY_NS``."""
+    k = ev.kernels
+    return k is not None and k.tiny_time_ratio >= KERNEL_GAPS_TINY_TIME_RATIO
+
+
+def _kernel_gaps(ev: Evidence, a: Account) -> Outcome | None:
+    """The idle between kernels the GPU already had queued (``queued``), where most kernel
+    time is in tiny kernels: the GPU's own cost of starting each one."""
+    if not _tiny_kernels(ev):
+        return None
+    k = ev.kernels
+    return _rec(
+        a,
+        "Fewer, larger kernels: the GPU idles between its tiny queued ones",
+        ("queued",),
+        (
+            f"the GPU sat idle {_ms(a.ns('queued'))} ({_share(a, 'queued')} of the step time) "
+            f"between kernels it already had queued: {k.tiny_time_ratio:.0%} of the kernel time "
+            f"is in kernels under {TINY_NS / 1000:g} us ({k.count:,} kernels), and each "
+            "costs the GPU its own start"
+        ),
+        (
+            "capture the step in a CUDA graph (torch.cuda.graphs, "
+            "torch.compile(mode='reduce-overhead')): its kernels start back to back; fuse "
+            "small ops (torch.compile), or use larger batches and layers"
+        ),
+        tiny_time_ratio=round(k.tiny_time_ratio, 4),
+        kernels=k.count,
+        bound="fewer or graphed kernels remove at most the idle between the queued kernels",
     )

@@ -519,6 +519,44 @@ for x, y in loader:
         ),
         pair=("h200_tiny_layers.sqlite", "h200_tiny_layers_graph.sqlite"),
     ),
+    "kernel_gaps": Page(
+        fires=(
+            "The GPU idled between kernels it already had queued (``queued``: the work was "
+            "issued before the idle began) and at least ``KERNEL_GAPS_TINY_TIME_RATIO`` of the "
+            "kernel time is in kernels under ``kernels.TINY_NS``: each kernel's start costs the "
+            "GPU a gap of its own, longer than such a kernel takes to run. Its gain is that "
+            "idle, listed when it reaches ``MIN_GAIN_RATIO`` of the measured time. With fewer "
+            "tiny kernels the same idle is a dependency between streams or scheduling, and "
+            "``gpu_idle``'s."
+        ),
+        buckets=("queued",),
+        reads=(
+            "the main account's kernels (nsysprobe explain kernels): the share of their time "
+            "in tiny kernels, and how many there are."
+        ),
+        evidence=("tiny_time_ratio", "kernels", "bound"),
+        fix=(
+            "Give the GPU fewer, larger kernels, or kernels it starts back to back: capture the "
+            "step in a CUDA graph (its replay starts each kernel as the last ends), let "
+            "torch.compile fuse small ops, or make batches and layers larger. The shipped "
+            "workload tiny_layers.py --cuda-graph captures its step by hand."
+        ),
+        code="""\
+# Fused kernels, replayed from a CUDA graph: one launch, and no gap between the kernels.
+model = torch.compile(model, mode="reduce-overhead")
+
+# Or larger kernels: fewer, wider layers and a larger batch for the same work.
+loader = DataLoader(dataset, batch_size=4 * batch_size, num_workers=8, pin_memory=True)""",
+        confirm="``queued`` shrinks; the kernels run back to back.",
+        example=Example(
+            "h200_tiny_layers.sqlite",
+            "150 tiny Linear+ReLU blocks: every kernel runs under 10 us",
+            "the GPU sat idle 59.8 ms (7% of the step time) between kernels it already had "
+            "queued: 100% of the kernel time is in kernels under 10 us (27,320 kernels), and "
+            "each costs the GPU its own start",
+        ),
+        pair=("h200_tiny_layers.sqlite", "h200_tiny_layers_graph.sqlite"),
+    ),
     "cpu_overhead": Page(
         fires=(
             "The GPU idled while the training thread ran its own code (``cpu``, named by its "

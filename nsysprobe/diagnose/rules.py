@@ -46,6 +46,7 @@ from nsysprobe.diagnose.host import (
     _allocator,
     _cpu,
     _host_sync,
+    _kernel_gaps,
     _launch,
     _os,
     _other_idle,
@@ -159,6 +160,13 @@ RULES = (
         "launch_overhead",
         "idle between launches: each launch costs more than its kernel",
         _launch,
+    ),
+    Rule(
+        "kernel_gaps",
+        "idle between kernels the GPU already had queued, where at least "
+        "``KERNEL_GAPS_TINY_TIME_RATIO`` of the kernel time is in tiny kernels: the GPU's own "
+        "cost of starting each (elsewhere that idle is gpu_idle's)",
+        _kernel_gaps,
     ),
     Rule(
         "cpu_overhead",

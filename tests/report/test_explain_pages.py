@@ -19,7 +19,7 @@ import nsysprobe
 from nsysprobe.analyses import account, arrivals, cpu_placement, gaps, kernels, step_patterns
 from nsysprobe.analyses import windows as win
 from nsysprobe.cli import main
-from nsysprobe.diagnose import common, copies, patterns, rules, verdicts
+from nsysprobe.diagnose import common, copies, host, patterns, rules, verdicts
 from nsysprobe.diagnose.pages import ACCOUNT_KEYS, PAGES, PER_BUCKET
 from nsysprobe.diagnose.rules import RULES
 from nsysprobe.report import explain as ex
@@ -48,6 +48,11 @@ FIRES = {
     "host_sync": {**MIN_GAIN, "account.READBACK_MIN_BYTES": account.READBACK_MIN_BYTES},
     "launch_overhead": {**MIN_GAIN, "account.LAUNCH_GAP_NS": account.LAUNCH_GAP_NS},
     "warmup_in_capture": {**MIN_GAIN, "gaps.SLOW_LAUNCH_NS": gaps.SLOW_LAUNCH_NS},
+    "kernel_gaps": {
+        **MIN_GAIN,
+        "KERNEL_GAPS_TINY_TIME_RATIO": host.KERNEL_GAPS_TINY_TIME_RATIO,
+        "kernels.TINY_NS": kernels.TINY_NS,
+    },
     "periodic_step": {
         **MIN_GAIN,
         "windows.PERIODIC_RATIO": win.PERIODIC_RATIO,
