@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import nsysprobe
-from nsysprobe.diagnose.rules import MIN_GAIN_RATIO
+from nsysprobe.diagnose.common import MIN_GAIN_RATIO
 
 from exports import Export
 

@@ -12,7 +12,7 @@ import independent
 import pytest
 
 import nsysprobe
-from nsysprobe.diagnose.rules import GPU_BOUND_IDLE_RATIO, MIN_GAIN_RATIO
+from nsysprobe.diagnose.common import GPU_BOUND_IDLE_RATIO, MIN_GAIN_RATIO
 from nsysprobe.numa import load_recorded
 
 from conftest import SAMPLE_TRACES

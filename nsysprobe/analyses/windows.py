@@ -52,7 +52,7 @@ from nsysprobe.trace.reader import pid_of
 # the others (a warm-up step, work queued before the capture started).
 FIRST_OUTLIER_RATIO = 0.25
 # Idle at least this share of the windows: the GPU waits for the CPU (the gpu_bound verdict's
-# threshold, ``diagnose.rules.GPU_BOUND_IDLE_RATIO``, is the same 10 %).
+# threshold, ``diagnose.common.GPU_BOUND_IDLE_RATIO``, is the same 10 %).
 GPU_WAITS_IDLE_RATIO = 0.10
 # Leading steps this many times longer than the longest step after them are start-up
 # (compilation, autotuning, lazy initialization in the first steps of a capture): reported

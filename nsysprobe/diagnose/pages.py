@@ -1,26 +1,29 @@
 """Each recommendation id's page (nsysprobe explain ID): when its rule fires, what it reads
 and writes, the fix, an example from a real trace, and how to confirm that the fix worked.
 
-One ``Page`` per id of the catalogue in ``rules.py`` (whose line is the page's first); the
-rule functions there are what each page describes. Thresholds are never written here as
-numbers: a page names the constant between double backquotes, bare for ``rules.py``'s own and
-as module.NAME for those of ``nsysprobe/analyses/`` (windows.PERIODIC_RATIO), and
+One ``Page`` per row of ``rules.RULES`` (whose meaning is the page's first line); the rule
+checks it names are what each page describes. Thresholds are never written here as numbers: a
+page names the constant between double backquotes, bare for the diagnosis's own (in its rule
+modules) and as module.NAME for those of ``nsysprobe/analyses/`` (windows.PERIODIC_RATIO), and
 ``nsysprobe.report.explain`` fills in its value when the page is shown. An example's
 ``reason`` is the line ``nsysprobe analyze`` printed for that id on that trace, kept for where
 the trace is absent (an installed wheel holds no ``sample_traces/``); where it is present the
 page analyzes it instead, and ``tests/report/test_explain_pages.py`` holds every kept line,
 evidence key and threshold to a fresh analysis.
+
+A catalogue of text, one page per id read top to bottom, and nothing else: hence one module
+over the size of the others.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The keys ``rules._evidence`` writes for every rule made by ``rules._rec``; and for each bucket
+# The keys ``common._evidence`` writes for every rule made by ``common._rec``; and for each bucket
 # it reads, ``BUCKET_ns`` and ``BUCKET_median_per_step_ns``.
 ACCOUNT_KEYS = ("account", "steps", "measured_ns", "buckets", "details")
 PER_BUCKET = ("{}_ns", "{}_median_per_step_ns")
-# What ``rules._step_pattern`` writes, for autotuning and recompilation alike.
+# What ``patterns._step_pattern`` writes, for autotuning and recompilation alike.
 STEP_PATTERN_EVIDENCE = (
     "pattern_steps",
     "new_set_steps",
@@ -516,6 +519,44 @@ for x, y in loader:
         ),
         pair=("h200_tiny_layers.sqlite", "h200_tiny_layers_graph.sqlite"),
     ),
+    "kernel_gaps": Page(
+        fires=(
+            "The GPU idled between kernels it already had queued (``queued``: the work was "
+            "issued before the idle began) and at least ``KERNEL_GAPS_TINY_TIME_RATIO`` of the "
+            "kernel time is in kernels under ``kernels.TINY_NS``: each kernel's start costs the "
+            "GPU a gap of its own, longer than such a kernel takes to run. Its gain is that "
+            "idle, listed when it reaches ``MIN_GAIN_RATIO`` of the measured time. With fewer "
+            "tiny kernels the same idle is a dependency between streams or scheduling, and "
+            "``gpu_idle``'s."
+        ),
+        buckets=("queued",),
+        reads=(
+            "the main account's kernels (nsysprobe explain kernels): the share of their time "
+            "in tiny kernels, and how many there are."
+        ),
+        evidence=("tiny_time_ratio", "kernels", "bound"),
+        fix=(
+            "Give the GPU fewer, larger kernels, or kernels it starts back to back: capture the "
+            "step in a CUDA graph (its replay starts each kernel as the last ends), let "
+            "torch.compile fuse small ops, or make batches and layers larger. The shipped "
+            "workload tiny_layers.py --cuda-graph captures its step by hand."
+        ),
+        code="""\
+# Fused kernels, replayed from a CUDA graph: one launch, and no gap between the kernels.
+model = torch.compile(model, mode="reduce-overhead")
+
+# Or larger kernels: fewer, wider layers and a larger batch for the same work.
+loader = DataLoader(dataset, batch_size=4 * batch_size, num_workers=8, pin_memory=True)""",
+        confirm="``queued`` shrinks; the kernels run back to back.",
+        example=Example(
+            "h200_tiny_layers.sqlite",
+            "150 tiny Linear+ReLU blocks: every kernel runs under 10 us",
+            "the GPU sat idle 59.8 ms (7% of the step time) between kernels it already had "
+            "queued: 100% of the kernel time is in kernels under 10 us (27,320 kernels), and "
+            "each costs the GPU its own start",
+        ),
+        pair=("h200_tiny_layers.sqlite", "h200_tiny_layers_graph.sqlite"),
+    ),
     "cpu_overhead": Page(
         fires=(
             "The GPU idled while the training thread ran its own code (``cpu``, named by its "
@@ -802,7 +843,7 @@ torch._dynamo.mark_dynamic(tokens, 1)  # dim 1 (the sequence length) varies
     "warmup_in_capture": Page(
         fires=(
             "The GPU idled while CUDA loaded modules inside the captured steps: ``cu*Load*`` calls "
-            "and launches over ``gaps.SLOW_LAUNCH_NS`` (lazy loading, JIT): "
+            "and launches over ``calls.SLOW_LAUNCH_NS`` (lazy loading, JIT): "
             "``module_loading``, listed when it reaches ``MIN_GAIN_RATIO`` of the measured time."
         ),
         buckets=("module_loading",),

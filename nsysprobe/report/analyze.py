@@ -26,7 +26,8 @@ from nsysprobe.analyses.transfers import TransfersResult
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.safetext import name as safe_name
-from nsysprobe.diagnose.rules import Evidence, Recommendation, diagnose
+from nsysprobe.diagnose.common import Evidence, Recommendation
+from nsysprobe.diagnose.rules import diagnose
 from nsysprobe.errors import InputError, TraceError
 from nsysprobe.report.declared import ANALYSES, Run, run_all
 from nsysprobe.trace.reader import Trace

@@ -1,7 +1,7 @@
 """What each analysis measures and what each recommendation means, from the one place they
 are written: each analysis module's docstring (``nsysprobe/analyses/``, in the order
-``report/declared.py`` declares them), the catalogue of
-recommendation ids in ``nsysprobe/diagnose/rules.py`` and each id's page in
+``report/declared.py`` declares them), the rows of recommendations in
+``nsysprobe/diagnose/rules.py`` (``RULES``: each id and its meaning) and each id's page in
 ``nsysprobe/diagnose/pages.py``. ``nsysprobe explain`` prints them; the README's tables are
 ``markdown_tables()``, and a test fails when the README drifts from it.
 
@@ -21,14 +21,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsysprobe.diagnose.pages import PAGES, Page
+from nsysprobe.diagnose.rules import RULES as RULE_ROWS
 from nsysprobe.errors import InputError, NsysprobeError
 from nsysprobe.report.declared import ANALYSES
 
 RULES = "nsysprobe.diagnose.rules"
-# Where a bare constant's name is looked up after the text's own module; ``module.NAME`` is
-# looked up in the module of that name in these packages.
+# Where a bare constant's name is looked up after the text's own module (by default the
+# diagnosis's shared one); ``module.NAME`` is looked up in the module of that name in these
+# packages.
+SHARED_HOME = "nsysprobe.diagnose.common"
 HOMES = (
-    RULES,
+    SHARED_HOME,
+    "nsysprobe.diagnose.inputs",
+    "nsysprobe.diagnose.copies",
+    "nsysprobe.diagnose.host",
+    "nsysprobe.diagnose.communication",
+    "nsysprobe.diagnose.patterns",
+    "nsysprobe.diagnose.verdicts",
     "nsysprobe.analyses.account",
     "nsysprobe.analyses.windows",
     "nsysprobe.analyses.kernels",
@@ -55,9 +64,6 @@ PARTS = (
 SHARED = "What every recommendation shares"
 WIDTH = 96
 
-# A catalogue line of rules.py: four spaces, the id, two spaces or more, its meaning.
-_CATALOGUE_LINE = re.compile(r"^    ([a-z_]+)\s{2,}(\S.*)$")
-_CONTINUED = re.compile(r"^\s{8,}(\S.*)$")
 # A constant's name between double backquotes, not yet followed by its value.
 _CONSTANT = re.compile(r"``((?:[a-z_]+\.)?[A-Z][A-Z0-9_]*)``(?! = )")
 _MISSING = object()
@@ -72,7 +78,7 @@ class Topic:
     markdown: str  # the same, as Markdown
 
 
-def constant(ref: str, home: str = RULES) -> object:
+def constant(ref: str, home: str = SHARED_HOME) -> object:
     """The value of the constant ``ref`` (``NAME`` or ``module.NAME``) as the code holds it
     now: a bare name in ``home``'s module, then in ``HOMES``; None when no module has it."""
     module, _, name = ref.rpartition(".")
@@ -112,7 +118,7 @@ def _plain(name: str, value: float) -> str:
     return _literal(value)
 
 
-def fill(text: str, home: str = RULES, *, compact: bool = False) -> str:
+def fill(text: str, home: str = SHARED_HOME, *, compact: bool = False) -> str:
     """``text`` with each constant it names followed by its value: a double-backquoted
     MIN_GAIN_RATIO becomes 3% (MIN_GAIN_RATIO = 0.03), or with ``compact`` MIN_GAIN_RATIO =
     0.03, the name kept between its backquotes; names of no constant (SQLite tables such as
@@ -153,24 +159,12 @@ def _filled_paragraph(paragraph: str, home: str) -> str:
 
 
 def catalogue() -> dict[str, str]:
-    """Each recommendation id -> its meaning, one line, from ``rules.py``'s catalogue."""
-    doc = importlib.import_module(RULES).__doc__ or ""
-    meanings: dict[str, list[str]] = {}
-    current = None
-    for line in doc.splitlines():
-        head, more = _CATALOGUE_LINE.match(line), _CONTINUED.match(line)
-        if head:
-            current = head.group(1)
-            meanings[current] = [head.group(2)]
-        elif more and current:
-            meanings[current].append(more.group(1))
-        else:
-            current = None
-    return {rec_id: fill(" ".join(words)) for rec_id, words in meanings.items()}
+    """Each recommendation id -> its meaning, one line, from its row of ``rules.RULES``."""
+    return {rule.id: fill(rule.summary) for rule in RULE_ROWS}
 
 
 def shared() -> str:
-    """What every rule shares (floors, order): the paragraph after the catalogue."""
+    """What every rule shares (floors, order): the last paragraph of ``rules.py``'s docstring."""
     doc = importlib.import_module(RULES).__doc__ or ""
     return fill(" ".join(doc.strip().split("\n\n")[-1].split()))
 

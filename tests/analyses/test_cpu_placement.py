@@ -8,7 +8,7 @@ from numa.fakesys import FakeGpu, MachineSpec
 from numa.fakesys import build as build_sys
 
 import nsysprobe
-from nsysprobe.diagnose.rules import NUMA_TIME_SAVED_WHEN_REMOTE
+from nsysprobe.diagnose.verdicts import NUMA_TIME_SAVED_WHEN_REMOTE
 from nsysprobe.numa import discover
 
 from exports import Export

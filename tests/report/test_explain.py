@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from nsysprobe.analyses.step_patterns import VERDICTS
 from nsysprobe.cli import main
+from nsysprobe.diagnose import rules
+from nsysprobe.diagnose.rules import RULES
 
 from conftest import ANALYSIS_TOOLS
 
@@ -45,12 +47,14 @@ def test_every_analysis_module_and_every_recommendation_id_is_explained():
     analyses = {n for n, kind in listed.items() if kind == "analysis"}
     assert len(analyses) == len(modules)  # one name per module (placement: cpu_placement)
     assert {n.replace("placement", "cpu_placement") for n in analyses} == modules
-    # Every id the rules can give: Recommendation(id="...") and _rec(account, "...", ...).
-    rules = (ROOT / "nsysprobe/diagnose/rules.py").read_text()
-    made = set(re.findall(r'\bid="([a-z_]+)"', rules))
-    made |= set(re.findall(r'_rec\(\s*\w+,\s*"([a-z_]+)"', rules))
-    made |= set(VERDICTS)  # _step_pattern's ids: the step patterns' verdicts
-    assert made and made == {n for n, kind in listed.items() if kind == "recommendation"}
+    # Every id the rules can give: a row of RULES with its check, or one that diagnose makes
+    # itself (ROW.made(...)); each step pattern's verdict among them.
+    source = (ROOT / "nsysprobe/diagnose/rules.py").read_text()
+    made = {rule.id for rule in RULES if rule.check is not None}
+    made |= {getattr(rules, row).id for row in re.findall(r"\b([A-Z_]+)\.made\(", source)}
+    assert set(VERDICTS) <= made
+    assert made == {rule.id for rule in RULES}
+    assert made == {n for n, kind in listed.items() if kind == "recommendation"}
 
 
 def test_a_recommendation_says_its_meaning_and_an_unknown_name_is_one_line():

@@ -16,11 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 import nsysprobe
-from nsysprobe.analyses import account, arrivals, cpu_placement, gaps, kernels, step_patterns
+from nsysprobe.analyses import account, arrivals, calls, cpu_placement, kernels, step_patterns
 from nsysprobe.analyses import windows as win
 from nsysprobe.cli import main
-from nsysprobe.diagnose import rules
+from nsysprobe.diagnose import common, copies, host, patterns, rules, verdicts
 from nsysprobe.diagnose.pages import ACCOUNT_KEYS, PAGES, PER_BUCKET
+from nsysprobe.diagnose.rules import RULES
 from nsysprobe.report import explain as ex
 from nsysprobe.runs.compare import compare_runs, gate, load_run, parse_condition
 
@@ -33,20 +34,25 @@ PUBLISHED = sorted(i for i in IDS if PAGES[i].example and PAGES[i].example.publi
 PAIRED = sorted(i for i in IDS if PAGES[i].pair)
 # The constants each rule reads, imported here: its page's "When it fires" must show each with
 # the value the code holds.
-MIN_GAIN = {"MIN_GAIN_RATIO": rules.MIN_GAIN_RATIO}
+MIN_GAIN = {"MIN_GAIN_RATIO": common.MIN_GAIN_RATIO}
 FIRES = {
     **{i: MIN_GAIN for i in IDS if i not in ("startup_in_capture", "capture_incomplete")},
     "pinned_memory": {
         **MIN_GAIN,
-        "MIN_COPY_BYTES": rules.MIN_COPY_BYTES,
-        "PINNED_SPEEDUP_ASSUMED": rules.PINNED_SPEEDUP_ASSUMED,
+        "MIN_COPY_BYTES": copies.MIN_COPY_BYTES,
+        "PINNED_SPEEDUP_ASSUMED": copies.PINNED_SPEEDUP_ASSUMED,
         "account.LIKE_SIZE": account.LIKE_SIZE,
         "account.LINK_BOUND_BYTES": account.LINK_BOUND_BYTES,
     },
     "device_to_host": {**MIN_GAIN, "account.READBACK_MIN_BYTES": account.READBACK_MIN_BYTES},
     "host_sync": {**MIN_GAIN, "account.READBACK_MIN_BYTES": account.READBACK_MIN_BYTES},
     "launch_overhead": {**MIN_GAIN, "account.LAUNCH_GAP_NS": account.LAUNCH_GAP_NS},
-    "warmup_in_capture": {**MIN_GAIN, "gaps.SLOW_LAUNCH_NS": gaps.SLOW_LAUNCH_NS},
+    "warmup_in_capture": {**MIN_GAIN, "calls.SLOW_LAUNCH_NS": calls.SLOW_LAUNCH_NS},
+    "kernel_gaps": {
+        **MIN_GAIN,
+        "KERNEL_GAPS_TINY_TIME_RATIO": host.KERNEL_GAPS_TINY_TIME_RATIO,
+        "kernels.TINY_NS": kernels.TINY_NS,
+    },
     "periodic_step": {
         **MIN_GAIN,
         "windows.PERIODIC_RATIO": win.PERIODIC_RATIO,
@@ -75,12 +81,12 @@ FIRES = {
         **MIN_GAIN,
         "cpu_placement.LOCAL_RATIO": cpu_placement.LOCAL_RATIO,
         "cpu_placement.REMOTE_RATIO": cpu_placement.REMOTE_RATIO,
-        "NUMA_TIME_SAVED_WHEN_REMOTE": rules.NUMA_TIME_SAVED_WHEN_REMOTE,
+        "NUMA_TIME_SAVED_WHEN_REMOTE": verdicts.NUMA_TIME_SAVED_WHEN_REMOTE,
     },
-    "gpu_idle": {**MIN_GAIN, "GPU_BOUND_IDLE_RATIO": rules.GPU_BOUND_IDLE_RATIO},
+    "gpu_idle": {**MIN_GAIN, "GPU_BOUND_IDLE_RATIO": common.GPU_BOUND_IDLE_RATIO},
     "gpu_bound": {
         **MIN_GAIN,
-        "GPU_BOUND_IDLE_RATIO": rules.GPU_BOUND_IDLE_RATIO,
+        "GPU_BOUND_IDLE_RATIO": common.GPU_BOUND_IDLE_RATIO,
         "kernels.CONTENTION_RATIO": kernels.CONTENTION_RATIO,
         "kernels.FP32_LEVER_RATIO": kernels.FP32_LEVER_RATIO,
         "kernels.FUSION_LEVER_RATIO": kernels.FUSION_LEVER_RATIO,
@@ -117,8 +123,14 @@ def shown(text: str) -> dict[str, list[float]]:
 
 
 @cache
-def analyzed(path: Path) -> dict[str, rules.Recommendation]:
+def analyzed(path: Path) -> dict[str, common.Recommendation]:
     return {r.id: r for r in nsysprobe.analyze(path).recommendations}
+
+
+def code_value(name: str) -> object:
+    """The constant ``name`` as the first of the diagnosis's modules that reads it holds it."""
+    diagnosis = (common, copies, patterns, verdicts)
+    return next(getattr(m, name) for m in diagnosis if hasattr(m, name))
 
 
 def matches(key: str, documented: tuple[str, ...]) -> bool:
@@ -172,8 +184,8 @@ def test_no_constant_is_left_without_its_value():
 def test_the_shared_paragraph_names_its_thresholds_with_their_values():
     assert "3% (``MIN_GAIN_RATIO`` = 0.03)" in invoke("host_sync").output.replace("\n    ", " ")
     values = shown(ex.shared())
-    assert values["MIN_GAIN_RATIO"] == [rules.MIN_GAIN_RATIO]
-    assert values["MIN_COPY_BYTES"] == [rules.MIN_COPY_BYTES]
+    assert values["MIN_GAIN_RATIO"] == [common.MIN_GAIN_RATIO]
+    assert values["MIN_COPY_BYTES"] == [copies.MIN_COPY_BYTES]
     assert values["READBACK_MIN_BYTES"] == [account.READBACK_MIN_BYTES]
 
 
@@ -186,14 +198,14 @@ def test_the_thresholds_a_page_shows_are_the_constants_the_rule_reads(rec_id):
         assert fires[ref] == [pytest.approx(value, rel=1e-5)] * len(fires[ref]), (rec_id, ref)
     thresholds = shown(page["What it reads and writes"])
     for key in PAGES[rec_id].thresholds:
-        assert thresholds[key.upper()] == [getattr(rules, key.upper())], (rec_id, key)
+        assert thresholds[key.upper()] == [code_value(key.upper())], (rec_id, key)
     # Every value the whole page shows is the code's, whatever the constant.
     for ref, values in shown(ex.explain(rec_id, live=False).text).items():
         assert values == [pytest.approx(float(ex.constant(ref)), rel=1e-5)] * len(values)
 
 
 def test_a_page_reads_its_thresholds_from_the_code_when_it_is_shown(monkeypatch):
-    monkeypatch.setattr(rules, "MIN_GAIN_RATIO", 0.05)
+    monkeypatch.setattr(common, "MIN_GAIN_RATIO", 0.05)
     monkeypatch.setattr(win, "PERIODIC_RATIO", 2.0)
     text = invoke("periodic_step").output.replace("\n    ", " ")
     assert "5% (``MIN_GAIN_RATIO`` = 0.05)" in text
@@ -201,31 +213,64 @@ def test_a_page_reads_its_thresholds_from_the_code_when_it_is_shown(monkeypatch)
 
 
 def rules_writes() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Per id, the evidence keys and threshold keys ``rules.py`` writes, read from its source:
-    ``_rec(account, "id", ..., key=...)`` (``_evidence``'s keys, its buckets' apart) and
-    ``Recommendation(id="id", evidence={...}, thresholds={...})``."""
+    """Per id, the evidence keys and threshold keys its rule writes, read from the source of
+    the diagnosis's modules: from its row's check (``rules.RULES``), or the function whose
+    ``Outcome`` ``diagnose`` makes into its row (``ROW.made(function(...))``), through every
+    function they call, ``_rec(account, title, ..., key=...)`` (``_evidence``'s keys, its
+    buckets' apart) and ``Outcome(evidence={...}, thresholds={...})``."""
+    functions = {
+        node.name: node
+        for path in (ROOT / "nsysprobe/diagnose").glob("*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef)
+    }
+
+    def writes(name: str, seen: set[str]) -> tuple[set[str], set[str]]:
+        keys: set[str] = set()
+        limits: set[str] = set()
+        if name in seen or name not in functions:
+            return keys, limits
+        seen.add(name)
+        for node in ast.walk(functions[name]):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            kw = {k.arg: k.value for k in node.keywords}
+            if node.func.id == "_rec":
+                keys |= {k for k in kw if k != "saved"}
+            elif node.func.id == "Outcome":
+                made = kw.get("evidence")
+                keys |= (
+                    {k.value for k in made.keys}
+                    if isinstance(made, ast.Dict)
+                    else (set(ACCOUNT_KEYS) if made is not None else set())
+                )
+                limits |= {k.value for k in kw["thresholds"].keys} if "thresholds" in kw else set()
+            more_keys, more_limits = writes(node.func.id, seen)
+            keys |= more_keys
+            limits |= more_limits
+        return keys, limits
+
+    roots = defaultdict(set)
+    for rule in RULES:
+        if rule.check is not None:  # partial(_step_pattern, verdict): its function's
+            roots[rule.id].add(getattr(rule.check, "func", rule.check).__name__)
+    made = ast.parse((ROOT / "nsysprobe/diagnose/rules.py").read_text())
+    # ROW.made(function(...)), or ROW.made(name) after name = function(...)
+    assigned = {
+        node.targets[0].id: node.value.func.id
+        for node in ast.walk(made)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        if isinstance(node.targets[0], ast.Name) and isinstance(node.value.func, ast.Name)
+    }
+    for node in ast.walk(made):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "made":
+            found = node.args[0]
+            name = found.func.id if isinstance(found, ast.Call) else assigned[found.id]
+            roots[getattr(rules, node.func.value.id).id].add(name)
     evidence, thresholds = defaultdict(set), defaultdict(set)
-    for node in ast.walk(ast.parse((ROOT / "nsysprobe/diagnose/rules.py").read_text())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-            continue
-        kw = {k.arg: k.value for k in node.keywords}
-        if node.func.id == "_rec":
-            named = node.args[1]
-            ids = [named.value] if isinstance(named, ast.Constant) else step_patterns.VERDICTS
-            keys = set(ACCOUNT_KEYS) | {k for k in kw if k != "saved"}
-            limits = {"min_gain_ratio"}
-        elif node.func.id == "Recommendation" and isinstance(kw["id"], ast.Constant):
-            ids = [kw["id"].value]  # (not _rec's own: its id is its argument's)
-            made = kw.get("evidence")
-            keys = (
-                {k.value for k in made.keys}
-                if isinstance(made, ast.Dict)
-                else (set(ACCOUNT_KEYS) if made is not None else set())
-            )
-            limits = {k.value for k in kw["thresholds"].keys} if "thresholds" in kw else set()
-        else:
-            continue
-        for rec_id in ids:
+    for rec_id, names in roots.items():
+        for name in names:
+            keys, limits = writes(name, set())
             evidence[rec_id] |= keys
             thresholds[rec_id] |= limits
     return evidence, thresholds
@@ -240,7 +285,7 @@ def test_a_page_lists_the_evidence_and_thresholds_its_rule_writes(rec_id):
     assert set(page.thresholds) == thresholds[rec_id]
     busy = ("compute", "communication", "memset")
     for bucket in page.buckets:
-        known = (*account.IDLE_CAUSES, *busy, *step_patterns.VERDICTS, rules.WORKER_START)
+        known = (*account.IDLE_CAUSES, *busy, *step_patterns.VERDICTS, patterns.WORKER_START)
         assert bucket in known or bucket.startswith("memcpy "), bucket
 
 

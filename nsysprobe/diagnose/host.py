@@ -1,0 +1,214 @@
+"""Rules of the training thread's host side while the GPU idles: synchronizations
+(``host_sync``), the allocator (``allocator_churn``), launches (``launch_overhead``), its own
+code (``cpu_overhead``), OS calls (``os_runtime_stall``), CUDA modules loaded
+(``warmup_in_capture``), nsys's own overhead (``profiler_overhead``) and the idle with no
+canned fix (``gpu_idle``), and between tiny kernels queued (``kernel_gaps``)."""
+
+from __future__ import annotations
+
+from nsysprobe.analyses.account import Account
+from nsysprobe.analyses.kernels import TINY_NS
+from nsysprobe.diagnose.common import (
+    Evidence,
+    Outcome,
+    _ms,
+    _rec,
+    _share,
+    _top,
+)
+from nsysprobe.diagnose.copies import _pinned_applies
+from nsysprobe.diagnose.inputs import _loading_has_a_rule
+
+# Where at least this share of the kernel time is in tiny kernels (``kernels.TINY_NS``), the
+# idle between kernels already queued is the GPU's own cost per kernel (kernel_gaps), not a
+# dependency between streams (gpu_idle): fewer, larger kernels or a CUDA graph remove it.
+KERNEL_GAPS_TINY_TIME_RATIO = 0.5
+
+
+def _host_sync(ev: Evidence, a: Account) -> Outcome | None:
+    # Blocking copies that are not pageable batch copies are synchronizations too.
+    names = ("sync",) if _pinned_applies(ev, a) else ("sync", "blocking_copy")
+    return _rec(
+        a,
+        "Remove synchronizations from the step",
+        names,
+        (
+            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
+            f"step time) after synchronizing calls drained it: {_top(a, *names)}"
+        ),
+        (
+            "avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() inside the step; "
+            "accumulate losses on the GPU and read them every N steps; make small tensors on "
+            "the GPU instead of copying them from the host; "
+            "torch.cuda.set_sync_debug_mode('warn') finds them"
+        ),
+    )
+
+
+def _allocator(ev: Evidence, a: Account) -> Outcome | None:
+    return _rec(
+        a,
+        "Stop freeing and reallocating GPU memory every step",
+        ("allocator",),
+        (
+            f"the GPU sat idle {_ms(a.ns('allocator'))} ({_share(a, 'allocator')} of the step "
+            f"time) in memory allocation and release: {_top(a, 'allocator')} (cudaFree waits "
+            f"for the GPU to finish)"
+        ),
+        (
+            "drop torch.cuda.empty_cache() from the loop, keep tensor shapes static (pad or "
+            "bucket variable lengths), and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        ),
+    )
+
+
+def _launch(ev: Evidence, a: Account) -> Outcome | None:
+    return _rec(
+        a,
+        "Launch fewer, larger kernels",
+        ("launch",),
+        (
+            f"the GPU sat idle {_ms(a.ns('launch'))} ({_share(a, 'launch')} of the step time) "
+            f"between kernel launches: each launch takes longer than the kernel it queues"
+        ),
+        (
+            "capture the step in a CUDA graph (torch.cuda.graphs, "
+            "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), or use "
+            "larger batches and layers"
+        ),
+    )
+
+
+def _cpu(ev: Evidence, a: Account) -> Outcome | None:
+    # With no input pipeline in the trace, the code before an upload is the thread's own work.
+    names = ("cpu",) if _loading_has_a_rule(a) else ("cpu", "loading")
+    details = sorted(
+        (d for n in names if (b := a.bucket(n)) for d in b.details), key=lambda d: -d.ns
+    )
+    where = details[0].name if details else "its code"
+    idle = sum(a.ns(n) for n in names)
+    return _rec(
+        a,
+        "Move the training thread's own work off the critical path",
+        names,
+        (
+            f"the GPU sat idle {_ms(idle)} ({_share(a, *names)} of the step time) while "
+            f"the training thread ran its own code, mostly in '{where}' ({_top(a, *names)})"
+        ),
+        (
+            f"make '{where}' cheaper or run it less often (every N steps, in another thread or "
+            "process), or queue the next step's GPU work before it"
+        ),
+        range=where,
+    )
+
+
+def _os(ev: Evidence, a: Account) -> Outcome | None:
+    # Blocking calls before an upload wait for a loader only where there is one.
+    names = (
+        ("os_call", "os_wait") if _loading_has_a_rule(a) else ("os_call", "os_wait", "loader_wait")
+    )
+    return _rec(
+        a,
+        "The training thread stalls in OS calls",
+        names,
+        (
+            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
+            f"step time) while the training thread was inside OS calls: {_top(a, *names)}"
+        ),
+        (
+            "munmap/mmap: large buffers returned to the OS and mapped again each step: reuse "
+            "buffers, pin once, or raise MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_; "
+            "waits: find what the thread waits for in the calls listed"
+        ),
+    )
+
+
+def _warmup(ev: Evidence, a: Account) -> Outcome | None:
+    return _rec(
+        a,
+        "Capture steady-state steps, after warm-up",
+        ("module_loading",),
+        (
+            f"the GPU sat idle {_ms(a.ns('module_loading'))} ({_share(a, 'module_loading')} of "
+            f"the time) while CUDA loaded modules ({_top(a, 'module_loading')}): start-up work, "
+            f"not the steady state"
+        ),
+        (
+            "start the capture after a few warm-up steps (torch.cuda.profiler.start() with "
+            "nsys profile --capture-range=cudaProfilerApi); CUDA_MODULE_LOADING=EAGER moves "
+            "module loading to start-up"
+        ),
+    )
+
+
+def _overhead(ev: Evidence, a: Account) -> Outcome | None:
+    return _rec(
+        a,
+        "Much of the idle is nsys's own overhead: capture with less instrumentation",
+        ("profiler_overhead",),
+        (
+            f"nsys's own overhead (buffer flushes, instrumentation) covers "
+            f"{_ms(a.ns('profiler_overhead'))} of idle ({_share(a, 'profiler_overhead')} of the "
+            f"step time): the measurement, not the workload"
+        ),
+        (
+            "capture fewer event kinds or a shorter range (e.g. --trace=cuda,nvtx), or "
+            "--flush-on-cudaprofilerstop=false; compare with unprofiled steps/s"
+        ),
+    )
+
+
+def _other_idle(ev: Evidence, a: Account) -> Outcome | None:
+    # Work queued and started late between tiny kernels is kernel_gaps'.
+    queued = not _tiny_kernels(ev)
+    names = ("queued", "cuda_api") if queued else ("cuda_api",)
+    why = (
+        "with work already queued but started late (dependencies between streams, "
+        "cudaStreamWaitEvent, scheduling) or in other CUDA calls"
+        if queued
+        else "in other CUDA calls"
+    )
+    return _rec(
+        a,
+        "The GPU idles with no canned fix",
+        names,
+        (
+            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
+            f"step time) {why}: {_top(a, *names)}"
+        ),
+        "no canned fix: look at the streams and events around these gaps in the timeline",
+    )
+
+
+def _tiny_kernels(ev: Evidence) -> bool:
+    """Most of the main account's kernel time is in kernels under ``kernels.TINY_NS``."""
+    k = ev.kernels
+    return k is not None and k.tiny_time_ratio >= KERNEL_GAPS_TINY_TIME_RATIO
+
+
+def _kernel_gaps(ev: Evidence, a: Account) -> Outcome | None:
+    """The idle between kernels the GPU already had queued (``queued``), where most kernel
+    time is in tiny kernels: the GPU's own cost of starting each one."""
+    if not _tiny_kernels(ev):
+        return None
+    k = ev.kernels
+    return _rec(
+        a,
+        "Fewer, larger kernels: the GPU idles between its tiny queued ones",
+        ("queued",),
+        (
+            f"the GPU sat idle {_ms(a.ns('queued'))} ({_share(a, 'queued')} of the step time) "
+            f"between kernels it already had queued: {k.tiny_time_ratio:.0%} of the kernel time "
+            f"is in kernels under {TINY_NS / 1000:g} us ({k.count:,} kernels), and each "
+            "costs the GPU its own start"
+        ),
+        (
+            "capture the step in a CUDA graph (torch.cuda.graphs, "
+            "torch.compile(mode='reduce-overhead')): its kernels start back to back; fuse "
+            "small ops (torch.compile), or use larger batches and layers"
+        ),
+        tiny_time_ratio=round(k.tiny_time_ratio, 4),
+        kernels=k.count,
+        bound="fewer or graphed kernels remove at most the idle between the queued kernels",
+    )
