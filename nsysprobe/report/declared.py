@@ -3,10 +3,13 @@ it needs, how to capture what it needs when the trace lacks it, and how it runs.
 
 ``analyze`` runs them (``run_all``), ``nsysprobe explain`` lists them (each one's module
 docstring is its definition) and the renderers show them, all in this order. An analysis reads
-the loaded events and the results of the analyses it names (``Run.get``: each is run once,
-on first use) and returns its result, or ``Missing(reason)`` when the trace lacks what it
-needs: the report then lists it as skipped, with the reason and ``fix``. Adding an analysis is
-a module in ``nsysprobe/analyses/`` and a row here (and its section in ``render/sections.py``).
+the loaded events and the results of the analyses it names (``Run.get``: each is run once, on
+first use) and returns its result; None when it has nothing to say (one rank has no arrivals);
+``Missing(reason)`` when the trace lacks what it needs: the report then lists it as skipped,
+with the reason and ``fix``. That is the one way a missing input travels; what is wrong with
+the capture itself (records dropped, a range never closed) is the ``health`` analysis's
+findings, which the ``capture_incomplete`` verdict reads. Adding an analysis is a module in
+``nsysprobe/analyses/`` and a row here (and its section in ``render/sections.py``).
 """
 
 from __future__ import annotations
