@@ -26,7 +26,7 @@ import numpy as np
 from nsysprobe.analyses.events import Events, per_distinct
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.numa.topology import Topology, cpu_to_node
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 LOCAL_RATIO = 0.9
 REMOTE_RATIO = 0.1

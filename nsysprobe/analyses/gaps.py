@@ -49,7 +49,7 @@ from nsysprobe.analyses.events import (
 )
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, descending, first_seen
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 DEFAULT_MIN_GAP_NS = 1_000_000
 # (NVTX range, gap) pairs attributed at once: bounds memory when 1e5 ranges nest over a gap.

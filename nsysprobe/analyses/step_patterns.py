@@ -58,7 +58,7 @@ from nsysprobe.analyses.account import Account
 from nsysprobe.analyses.events import Events, api_name, per_distinct
 from nsysprobe.analyses.gaps import BIRTH_CALLS, SYNC_APIS
 from nsysprobe.common.frames import Tables
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 # Steady steps after the capture's first with a verdict's signature that the verdict needs.
 MIN_PATTERN_STEPS = 2
