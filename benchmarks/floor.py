@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 GPU_OP = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
-# table -> the columns nsysprobe's reader takes from it (nsysprobe/trace/reader.py)
+# table -> the columns nsysprobe's reader takes from it (nsysprobe/trace/)
 TABLES = {
     "CUPTI_ACTIVITY_KIND_KERNEL": [*GPU_OP, "shortName"],
     "CUPTI_ACTIVITY_KIND_MEMCPY": [*GPU_OP, "bytes", "copyKind", "srcKind", "dstKind"],

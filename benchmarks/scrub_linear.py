@@ -9,10 +9,11 @@ not a time to meet: the machine's speed cancels out of it.
     .venv/bin/python benchmarks/scrub_linear.py                    # N = 256 KiB, 4 N = 1 MiB
     .venv/bin/python benchmarks/scrub_linear.py --sizes 16384 --against fdb0884 --cases dashes
 
-``--against REV`` also times ``nsysprobe/trace/secrets.py`` as it was at the git revision
-``REV``, loaded beside the current one, in the same process and on the same texts: the
-before/after of a change. A case whose N took that code longer than ``--budget`` / 16
-seconds is not run at 4 N (a quadratic scrub of 1 MiB of dashes takes hours).
+``--against REV`` also times the scrubber (``nsysprobe/trace/secrets/``, one file
+``secrets.py`` before it was split) as it was at the git revision ``REV``, loaded beside the
+current one, in the same process and on the same texts: the before/after of a change. A case
+whose N took that code longer than ``--budget`` / 16 seconds is not run at 4 N (a quadratic
+scrub of 1 MiB of dashes takes hours).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import click
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nsysprobe.trace import secrets  # noqa: E402
+from nsysprobe.trace.secrets import scrubber  # noqa: E402
 
 KEY = b"k" * 32
 
@@ -69,21 +70,47 @@ CASES = {
 }
 
 
-def _secrets_at(rev: str):
-    """``secrets.py`` as it was at git revision ``rev``, as a module of its own."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:nsysprobe/trace/secrets.py"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout
+
+
+def _secrets_at(rev: str):
+    """The scrubber as it was at git revision ``rev``, as a module of its own."""
+    files = _git("ls-tree", "--name-only", rev, "nsysprobe/trace/secrets/").split()
+    if files:
+        return _package_at(rev, files)
+    source = _git("show", f"{rev}:nsysprobe/trace/secrets.py")
     path = Path(tempfile.mkdtemp()) / f"secrets_{rev}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"secrets_{rev}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _package_at(rev: str, files: list[str]):
+    """``secrets.scrubber`` of the package ``files`` at ``rev``: imported from a folder of
+    them put in the package's place for the while, the current modules put back after."""
+    folder = Path(tempfile.mkdtemp())
+    for name in files:
+        (folder / Path(name).name).write_text(_git("show", f"{rev}:{name}"))
+    package = sys.modules["nsysprobe.trace.secrets"]
+    prefix = "nsysprobe.trace.secrets."
+    saved = {k: m for k, m in sys.modules.items() if k.startswith(prefix)}
+    path, attrs = package.__path__, dict(vars(package))
+    try:
+        for name in saved:
+            del sys.modules[name]
+        package.__path__ = [str(folder)]
+        return importlib.import_module(prefix + "scrubber")
+    finally:
+        for name in [k for k in sys.modules if k.startswith(prefix)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+        package.__path__ = path
+        vars(package).update(attrs)
 
 
 def _fastest(module, text: str, repeat: int) -> float:
@@ -112,10 +139,10 @@ def _row(name: str, n: int, modules: dict, repeat: int, budget: float) -> list[s
 @click.option("--sizes", default="262144", show_default=True, help="N, comma-separated.")
 @click.option("--cases", default=",".join(CASES), help="Which cases, comma-separated.")
 @click.option("--repeat", default=3, show_default=True, help="Runs per text; the fastest counts.")
-@click.option("--against", default=None, help="Also time secrets.py of this git revision.")
+@click.option("--against", default=None, help="Also time the scrubber of this git revision.")
 @click.option("--budget", default=120.0, show_default=True, help="Seconds (see above).")
 def main(sizes: str, cases: str, repeat: int, against: str | None, budget: float) -> None:
-    modules = {"now": secrets}
+    modules = {"now": scrubber}
     if against:
         modules[against] = _secrets_at(against)
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -109,7 +109,7 @@ from nsysprobe.analyses.windows import STARTUP_WORDS, StepWindows, periodic_step
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, Labels, Table, by_count, descending, ranked
 from nsysprobe.errors import InputError
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 FIXED_WINDOWS = 10
 EQUAL_WINDOWS = "equal windows"  # how ``windows`` begins without steps

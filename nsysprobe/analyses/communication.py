@@ -32,7 +32,7 @@ import numpy as np
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.rows import per_category, rows_of_thread
 from nsysprobe.common.table import Groups, Table, first_seen
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 _KERNEL = re.compile(r"^(?:nccl|rccl|msccl)\w*?kernel", re.IGNORECASE)
 # ncclAllReduce, ncclGroupEnd, ncclSend: NCCL's API names (not ncclx_user_range).

@@ -27,7 +27,7 @@ from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import per_distinct
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.numa.topology import Topology, cpu_to_node
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 LOCAL_RATIO = 0.9
 REMOTE_RATIO = 0.1

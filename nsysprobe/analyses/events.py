@@ -6,7 +6,7 @@ no analysis runs SQL. Names of NVTX ranges and kernels stay as string ids until 
 needs the text of a few of them (``nvtx_names``, ``name_of``): the one open Trace gives them.
 A report holding several processes is loaded once; ``for_process`` splits it.
 
-A row whose process, thread or GPU id is unusable (``reader.ID_BOUNDS``: absent, NULL, not an
+A row whose process, thread or GPU id is unusable (``values.ID_BOUNDS``: absent, NULL, not an
 integer, out of range) belongs to no process, thread or GPU: it is left out (``left_out``)
 rather than given to a made-up one. A row with no usable correlation or stream id is kept;
 its correlation joins no other row (``NO_CALL``). The capture-health analysis names each
@@ -28,16 +28,11 @@ from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.rows import columns_where, top_level
 from nsysprobe.common.heap import map_large_arrays
 from nsysprobe.common.table import Table, by_count
-from nsysprobe.trace.reader import (  # noqa: F401
-    NO_ID,
-    GpuInfo,
-    PythonSamples,
-    Trace,
-    UnusableIds,
-    pid_of,
-    range_pattern,
-)
+from nsysprobe.trace.metadata import GpuInfo
+from nsysprobe.trace.reader import Trace, UnusableIds
+from nsysprobe.trace.sampling import PythonSamples
 from nsysprobe.trace.schema import DIAGNOSTIC_PATTERNS
+from nsysprobe.trace.values import NO_ID, pid_of, range_pattern  # noqa: F401
 
 # Devices analyzed at most (the busiest): one machine's report holds a few to 16 GPUs, and
 # every per-device figure, account and table grows with them.

@@ -29,7 +29,7 @@ from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import api_name, per_distinct, rows_overlapping
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, descending
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 LONGEST_GAPS_LISTED = 20
 OVERLAPS_LISTED = 8

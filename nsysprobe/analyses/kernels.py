@@ -50,7 +50,7 @@ import numpy as np
 
 from nsysprobe.analyses.events import Events
 from nsysprobe.common.frames import Tables
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 TINY_NS = 10_000
 FP32_LEVER_RATIO = 0.25

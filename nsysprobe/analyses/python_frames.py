@@ -38,7 +38,7 @@ import numpy as np
 from nsysprobe.analyses.account import IDLE_CAUSES, Account
 from nsysprobe.analyses.events import Events
 from nsysprobe.trace.payloads import SAMPLING_DOMAINS, module_of, short_file
-from nsysprobe.trace.reader import Frame, PythonSamples
+from nsysprobe.trace.sampling import Frame, PythonSamples
 
 # Places listed per bucket.
 PLACES_LISTED = 3

@@ -59,7 +59,7 @@ from nsysprobe.analyses.calls import BIRTH_CALLS, SYNC_APIS
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import api_name, per_distinct
 from nsysprobe.common.frames import Tables
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 # Steady steps after the capture's first with a verdict's signature that the verdict needs.
 MIN_PATTERN_STEPS = 2

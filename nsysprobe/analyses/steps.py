@@ -33,7 +33,7 @@ from nsysprobe.analyses.windows import STARTUP_WORDS, Pace, StepWindows, pace, p
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.errors import InputError
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 ROWS_LISTED = 10_000
 # Steps follow one another: together they cover most of the time from the first to the last

@@ -25,7 +25,7 @@ from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import api_name, per_distinct
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, descending
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ import numpy as np
 
 from nsysprobe.analyses.events import Events
 from nsysprobe.common.table import Table
-from nsysprobe.trace.reader import pid_of
+from nsysprobe.trace.values import pid_of
 
 # The first window is an outlier when it is this much longer or shorter than the median of
 # the others (a warm-up step, work queued before the capture started).

@@ -116,7 +116,7 @@ class _StoppedOutside(Exception):
 
 
 # Signals _stop has raised: SQLite swallows an exception raised in its callbacks, and the
-# reader raises a plain KeyboardInterrupt in its place (``reader.WorkBudget.resume``).
+# reader raises a plain KeyboardInterrupt in its place (``connection.WorkBudget.resume``).
 _RECEIVED: list[int] = []
 
 

@@ -1,6 +1,6 @@
 """One block of an event table's rows read as joined text: checked per value, or fast.
 
-The reader (``reader.Trace._int_columns``) reads a table's integer columns a block of rowids
+The reader (``intervals._int_columns``) reads a table's integer columns a block of rowids
 at a time: SQLite joins each column of the block into one comma-separated text that numpy
 parses. Read exactly, every value passes through ``CASE typeof(...)`` and every row through
 the interval test (``typeof(start) = 'integer' AND end >= start ...``): a per-value cost of

@@ -1,5 +1,5 @@
 """The Python stacks nsys samples, as an export holds them: decoded, checked, and rewritten
-for ``scrub``. No SQLite here: the reader (``reader.Trace.python_samples``) reads the rows.
+for ``scrub``. No SQLite here: the reader (``sampling.python_samples``) reads the rows.
 
 ``nsys profile --python-sampling=true`` (``nsysprobe run --python``) records every sample as
 an NVTX mark (``eventType`` 34) in a domain of its own, named ``Python Periodic Sampling``

@@ -13,13 +13,13 @@ allow-list:
 - integers and reals are copied as they are; ``StringIds`` rows are copied only when a kept
   column names them (kernel, API, OS-call and thread names); other text only where the
   analyses show or match it (NVTX names, GPU names, enum labels, the nsys version), and all
-  kept text goes through ``secrets.scrub_text``, which replaces secrets (the value after a name
-  such as ``password``/``HF_TOKEN``/``api_key``/``session`` and any separator, up to the next
-  whitespace no quotes hold whatever punctuation it holds; ``Bearer ...``, ``Cookie: ...``,
-  the password flags of common tools, known key formats and long random strings, inside
-  words too), local paths, e-mail addresses, URLs, host names and IP addresses, and leaves
-  names such as ``aten::add``, ``Batch 12`` or ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` as
-  they are;
+  kept text goes through ``secrets.scrubber.scrub_text``, which replaces secrets (the value
+  after a name such as ``password``/``HF_TOKEN``/``api_key``/``session`` and any separator, up
+  to the next whitespace no quotes hold whatever punctuation it holds; ``Bearer ...``,
+  ``Cookie: ...``, the password flags of common tools, known key formats and long random
+  strings, inside words too), local paths, e-mail addresses, URLs, host names and IP
+  addresses, and leaves names such as ``aten::add``, ``Batch 12`` or
+  ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` as they are;
 - the Python samples' payloads (``trace.payloads``: NVTX marks of a sampling domain) are
   copied on those marks only, rewritten to hold their frames and nothing else; each frame's
   function keeps its name (scrubbed as other text) and its file the folders before the
@@ -34,7 +34,7 @@ allow-list:
 The export is read as the reader reads it (``Trace``: the tables SQLite calls plain tables,
 never a view or a virtual table; a WAL export with a pending ``-wal`` from a private copy, so
 nothing appears beside it), through a read-only attachment, so none of its triggers can fire,
-and within the reader's work budget (``reader.WorkBudget``). The copy is built in a private
+and within the reader's work budget (``connection.WorkBudget``). The copy is built in a private
 folder beside the output (``nsysprobe.common.writer.scratch_dir``) and holds only scrubbed
 content at every moment; it is linked into place when complete (``publish``), so a run that is
 killed leaves no unscrubbed byte behind and two runs never both write one file. SQLite keeps no
@@ -43,13 +43,17 @@ MiB, and the copy to twice the export's size plus the text's growth by placehold
 ``MAX_TEXT_GROWTH`` times the export's size): a crafted export cannot make scrub write
 gigabytes. A full disk, the file size limit (``ulimit -f``) and the growth limit are each a
 one-line error that says which one it was.
+
+What each kept value becomes (the SQL functions the copy calls) is ``scrub_values``. This
+module is the copy itself, read top to bottom: opening it, the tables, the one-line errors.
+It is one module (a little over 500 lines) because those errors read the copy's own state:
+its sizes and limits, the output, the work budget.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import signal
 import sqlite3
 import threading
@@ -61,17 +65,21 @@ from pathlib import Path
 from nsysprobe.common.writer import check_output, publish, scratch_dir
 from nsysprobe.errors import InputError, TraceError
 from nsysprobe.trace import schema
+from nsysprobe.trace.connection import WorkBudget, table_kinds
 from nsysprobe.trace.payloads import (
     NVTX_MARK,
     SAMPLING_DOMAINS,
-    SCHEMA_NAMES,
-    RawFrame,
-    clean_blob,
-    clean_json,
-    scrubbed_file,
 )
-from nsysprobe.trace.reader import Trace, WorkBudget, table_kinds
-from nsysprobe.trace.secrets import Scrubber, TooLong
+from nsysprobe.trace.reader import Trace
+from nsysprobe.trace.scrub_values import (
+    _MAX_VALUE_BYTES,
+    MAX_TEXT_BYTES,
+    KeptValues,
+    _ident,
+    _mib,
+    _number,
+    _text,
+)
 
 try:
     import resource
@@ -80,15 +88,11 @@ except ImportError:  # Windows
 
 SCHEMA_VERSION = 1
 
-# The longest text value copied; nsys writes none near it (long C++ kernel names are KiBs).
-MAX_TEXT_BYTES = 16 << 20
 # The copy may not grow past this multiple of the export's size (plus some room) ...
 MAX_GROWTH = 2
 # ... plus what placeholders add to the text they replace, at most this multiple of it.
 MAX_TEXT_GROWTH = 8
 _ROOM_BYTES = 16 << 20
-# SQLite's limit on one value read or written: a text scrubbed may grow by this much.
-_MAX_VALUE_BYTES = MAX_TEXT_BYTES + (1 << 20)
 _PAGE_BYTES = 4096
 # Free space under which a write that failed is put down to a full disk.
 _FULL_DISK_BYTES = 1 << 20
@@ -97,9 +101,6 @@ _BLOCK_ROWS = 1 << 18
 _MAX_BLOCKS = 256
 # Tables whose ``value`` holds the nsys version, kept as it is when it is a version number.
 _VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
-# Numbers and dots, as every export writes them (``2025.3.2.0``, ``3.20.3``); a suffix could
-# carry anything, so only the number is kept.
-_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _DEFERRED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
@@ -140,10 +141,6 @@ def scrub(source: str | Path, output: str | Path, *, force: bool = False) -> Scr
     return ScrubResult(output, **counts)
 
 
-class _TextTooLong(Exception):
-    """Raised inside ``nsysprobe_text``: scrubbing lengthened the text past its limit."""
-
-
 class _Copy:
     """One scrub: the new database with the export attached read-only as ``src``."""
 
@@ -154,16 +151,13 @@ class _Copy:
         self.sampling = sorted(
             k for k, name in trace.nvtx_domains.items() if name in SAMPLING_DOMAINS
         )
-        self.layouts = trace.payload_layouts() if self.sampling else {}
-        self.frame_functions: set[int] = set()
-        self.frame_files: set[int] = set()
-        self.scrubbed = 0
-        self.scrubber = Scrubber(os.urandom(32))  # a key per scrub: nothing to brute-force
         size = sum(_size(p) for p in (self.source, Path(f"{self.source}-wal")))
-        self.text_growth_limit = MAX_TEXT_GROWTH * size + _ROOM_BYTES
-        self.max_pages = (MAX_GROWTH * size + _ROOM_BYTES + self.text_growth_limit) // _PAGE_BYTES
-        self.text_growth = 0  # bytes the placeholders added so far
-        self.too_long: str | None = None  # why nsysprobe_text stopped the copy
+        text_growth_limit = MAX_TEXT_GROWTH * size + _ROOM_BYTES
+        # What each kept value becomes: the SQL functions, their counts and limits.
+        self.values = KeptValues(
+            trace.payload_layouts() if self.sampling else {}, text_growth_limit, MAX_TEXT_GROWTH
+        )
+        self.max_pages = (MAX_GROWTH * size + _ROOM_BYTES + text_growth_limit) // _PAGE_BYTES
         # The reader's work budget (a scrub takes about 2 VM steps per byte of the export).
         self.budget = WorkBudget(self.source, size)
         try:
@@ -179,15 +173,10 @@ class _Copy:
             self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
             self.db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 1)
         self.budget.watch(self.db)
-        self.db.create_function("nsysprobe_text", 2, self._text, deterministic=True)
-        self.db.create_function("nsysprobe_version", 2, self._version, deterministic=True)
-        self.db.create_function("nsysprobe_key", 2, self._key, deterministic=True)
-        self.db.create_function("nsysprobe_payload", 3, self._payload, deterministic=True)
-        self.db.create_function("nsysprobe_file", 2, self._file, deterministic=True)
-        self.db.create_function("nsysprobe_known", 2, self._known, deterministic=True)
+        self.values.register(self.db)
         # An export attaches only to a database of its text encoding (nsys writes UTF-8).
         encoding = _encoding(self.source)
-        self.codec = _CODECS[encoding]
+        self.values.codec = _CODECS[encoding]
         for pragma in (
             f"encoding = '{encoding}'",
             f"page_size = {_PAGE_BYTES}",
@@ -240,7 +229,7 @@ class _Copy:
             "columns_dropped": columns_dropped,
             "rows_dropped": rows_dropped,
             "strings_dropped": strings_dropped,
-            "texts_scrubbed": self.scrubbed,
+            "texts_scrubbed": self.values.scrubbed,
         }
 
     # -- tables ---------------------------------------------------------------------------
@@ -317,7 +306,7 @@ class _Copy:
         self._name_frames()
         wanted = [c for c in table.columns if c in present]
         exprs = {c: _number(c) if c in table.numbers else _text(c) for c in wanted}
-        if "value" in exprs and self.frame_files:
+        if "value" in exprs and self.values.frame_files:
             exprs["value"] = (
                 f'CASE WHEN "id" IN (SELECT id FROM temp.files) THEN '
                 f"{_text('value', 'nsysprobe_file')} ELSE {exprs['value']} END"
@@ -332,8 +321,8 @@ class _Copy:
         files' apart (``temp.files``)."""
         self._sql(lambda: self.db.execute("CREATE TEMP TABLE files (id INTEGER PRIMARY KEY)"))
         for table, ids in (
-            ("named", self.frame_functions | self.frame_files),
-            ("files", self.frame_files),
+            ("named", self.values.frame_functions | self.values.frame_files),
+            ("files", self.values.frame_files),
         ):
             self._sql(
                 lambda t=table, i=ids: self.db.executemany(
@@ -404,98 +393,6 @@ class _Copy:
             self._sql(lambda: self.db.execute(f"SELECT count(*) FROM {qualified}")).fetchone()[0]
         )
 
-    # -- values ---------------------------------------------------------------------------
-
-    def _text(self, value, is_text: int):
-        """SQL ``nsysprobe_text``: a kept text (or BLOB) value, scrubbed."""
-        if not isinstance(value, bytes):
-            return value
-        text = self._decoded(value, is_text)
-        return self._kept(value, text, self._scrubbed(text))
-
-    def _kept(self, value: bytes, text: str, clean: str) -> str:
-        """``clean``, the scrubbed ``text`` of ``value``, counted against the growth limit."""
-        if clean != text:
-            self.scrubbed += 1
-            grown = len(clean.encode(self.codec, errors="surrogatepass")) - len(value)
-            self.text_growth += max(0, grown)
-            if self.text_growth > self.text_growth_limit:
-                self.too_long = (
-                    f"its scrubbed text would be more than {_mib(self.text_growth_limit)} "
-                    f"longer than the original ({MAX_TEXT_GROWTH}x the export's size)"
-                )
-                raise _TextTooLong
-            if len(value) + grown > _MAX_VALUE_BYTES:
-                self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
-                raise _TextTooLong
-        return clean
-
-    def _payload(self, value, blob: int, domain):
-        """SQL ``nsysprobe_payload``: a sample's payload holding its frames and nothing else
-        (``payloads.clean_json``, ``clean_blob``), or NULL when it is none; the string ids
-        of its frames are noted for ``StringIds``."""
-        found: tuple[str | bytes, list[RawFrame]] | None = None
-        if blob and isinstance(value, bytes) and isinstance(domain, int):
-            found = clean_blob(value, domain, self.layouts)
-        elif not blob and isinstance(value, (str, bytes)):
-            found = clean_json(value)
-        if found is None:
-            return None
-        for function, file, _ in found[1]:
-            self.frame_functions.add(function)
-            self.frame_files.add(file)
-        return found[0]
-
-    def _known(self, value, is_text: int):
-        """SQL ``nsysprobe_known``: a payload schema entry's name when it is one the reader
-        looks for (``payloads.SCHEMA_NAMES``), else NULL."""
-        if not isinstance(value, bytes):
-            return None
-        text = self._decoded(value, is_text)
-        return text if text in SCHEMA_NAMES else None
-
-    def _file(self, value, is_text: int):
-        """SQL ``nsysprobe_file``: a frame's file, its folders a placeholder
-        (``payloads.scrubbed_file``)."""
-        if not isinstance(value, bytes):
-            return value
-        text = self._decoded(value, is_text)
-        return self._kept(value, text, scrubbed_file(text, self._scrubbed))
-
-    def _scrubbed(self, text: str) -> str:
-        try:
-            return self.scrubber(text, max_chars=_MAX_VALUE_BYTES)
-        except TooLong:
-            self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
-            raise _TextTooLong from None
-
-    def _version(self, value, is_text: int):
-        """SQL ``nsysprobe_version``: the version number a value starts with (``2025.3.2.0``
-        is not an IPv4 address), and nothing after it; else the value scrubbed as other text."""
-        if isinstance(value, bytes) and is_text:
-            number = _VERSION.match(self._decoded(value, is_text))
-            if number:
-                return number.group(0)
-        return self._text(value, is_text)
-
-    def _key(self, value, is_text: int):
-        """SQL ``nsysprobe_key``: the part after the last ``:`` of a capture option's name when
-        it is one the reader reads (``schema.CAPTURE_KEYS``), else NULL: SQLite's GLOB that
-        chose the row stops at a NUL, so the name may end in anything."""
-        if not isinstance(value, bytes):
-            return None
-        key = self._decoded(value, is_text).rsplit(":", 1)[-1]
-        return key if key in schema.CAPTURE_KEYS else None
-
-    def _decoded(self, raw: bytes, is_text: int) -> str:
-        """Text in the export's encoding, a BLOB as UTF-8 (as the reader reads them), bytes
-        that are not valid replaced."""
-        codec = self.codec if is_text else "utf-8"
-        try:
-            return raw.decode(codec)
-        except UnicodeDecodeError:
-            return raw.decode(codec, errors="replace")
-
     # -- errors ---------------------------------------------------------------------------
 
     def _sql(self, action, table: str | None = None):
@@ -511,8 +408,8 @@ class _Copy:
         name = getattr(exc, "sqlite_errorname", "")  # Python 3.11+
         text = str(exc)
         self.budget.resume(exc)  # a signal that stopped SQLite ends the run as that signal
-        if self.too_long is not None:
-            return self._too_large(self.too_long)
+        if self.values.too_long is not None:
+            return self._too_large(self.values.too_long)
         if self.budget.spent:
             return TraceError(self.budget.explain(exc))
         if name == "SQLITE_TOOBIG" or "too big" in text:
@@ -631,10 +528,6 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):,.1f} MiB"
-
-
 def _file_size_limit() -> int | None:
     """The largest file this process may write (``ulimit -f``), None when unlimited."""
     if resource is None:
@@ -649,25 +542,6 @@ def _free_bytes(folder: Path) -> int:
     except (OSError, AttributeError):
         return 1 << 62
     return st.f_bavail * st.f_frsize
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _number(col: str) -> str:
-    c = _ident(col)
-    return f"CASE typeof({c}) WHEN 'integer' THEN {c} WHEN 'real' THEN {c} END"
-
-
-def _text(col: str, function: str = "nsysprobe_text") -> str:
-    """The column's text and BLOBs through ``function`` (as bytes: Python decodes them
-    leniently, exports hold non-UTF-8 text); numbers and NULL as they are, without a call."""
-    c = _ident(col)
-    return (
-        f"CASE typeof({c}) WHEN 'text' THEN {function}(CAST({c} AS BLOB), 1) "
-        f"WHEN 'blob' THEN {function}({c}, 0) ELSE {c} END"
-    )
 
 
 def _condition(rows: schema.Rows | None, present: list[str]) -> str:

@@ -109,7 +109,7 @@ def test_a_virtual_table_in_disguise_is_not_read(tmp_path):
 def test_table_kinds_without_pragma_table_list(tmp_path):
     # SQLite before 3.37 has no pragma_table_list: the CREATE statements are read as SQLite
     # reads them.
-    from nsysprobe.trace.reader import table_kinds
+    from nsysprobe.trace.connection import table_kinds
 
     path = _disguised_virtual_table(tmp_path, "SELECT 1 AS rid")
 
@@ -132,11 +132,11 @@ def test_table_kinds_without_pragma_table_list(tmp_path):
 def test_sqlite_work_past_the_budget_is_one_line_error(tmp_path, monkeypatch):
     # The budget is SQLite's own progress handler: a budget far below what this export needs
     # stops the read with the budget's message.
-    from nsysprobe.trace import reader
+    from nsysprobe.trace import connection
 
-    monkeypatch.setattr(reader, "_OPS_PER_BYTE", 0)
-    monkeypatch.setattr(reader, "_MIN_OPS", 200_000)
-    monkeypatch.setattr(reader, "OPS_PER_CHECK", 1_000)
+    monkeypatch.setattr(connection, "_OPS_PER_BYTE", 0)
+    monkeypatch.setattr(connection, "_MIN_OPS", 200_000)
+    monkeypatch.setattr(connection, "OPS_PER_CHECK", 1_000)
     path = crafted(tmp_path)
     from click.testing import CliRunner
 

@@ -20,7 +20,8 @@ from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.health import analyze_health
 from nsysprobe.report.analyze import analyze
 from nsysprobe.report.saved import to_json
-from nsysprobe.trace.reader import Trace, as_text, pid_of
+from nsysprobe.trace.reader import Trace
+from nsysprobe.trace.values import as_text, pid_of
 
 from .hostile import crafted, run_cli
 from conftest import SAMPLE_TRACES, SHARED_TRACES

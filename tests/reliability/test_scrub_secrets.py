@@ -1071,11 +1071,11 @@ def test_the_growth_limit_says_so_in_one_line_and_leaves_nothing(
 
 
 def test_the_work_budget_ends_a_scrub_in_one_line(tmp_path, monkeypatch):
-    from nsysprobe.trace import reader  # scrub works within the reader's budget
+    from nsysprobe.trace import connection  # scrub works within the reader's budget
 
-    monkeypatch.setattr(reader, "_MIN_OPS", 1000)
-    monkeypatch.setattr(reader, "_OPS_PER_BYTE", 0)
-    monkeypatch.setattr(reader, "OPS_PER_CHECK", 100)
+    monkeypatch.setattr(connection, "_MIN_OPS", 1000)
+    monkeypatch.setattr(connection, "_OPS_PER_BYTE", 0)
+    monkeypatch.setattr(connection, "OPS_PER_CHECK", 100)
     src = SAMPLE_TRACES / "h200_tiny_layers_graph.sqlite"
     out = tmp_path / "out" / "shared.sqlite"
     out.parent.mkdir()

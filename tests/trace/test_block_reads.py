@@ -1,6 +1,6 @@
 """The fast block query (``nsysprobe/trace/blocks.py``) reads real exports, and reads a block
 it cannot read exactly by the per-value query instead: the values are those of a row-by-row
-read with Python's sqlite3 and the rules of ``Trace._intervals``, damaged or not."""
+read with Python's sqlite3 and the rules of ``intervals.intervals``, damaged or not."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from independent import query
 from reliability.hostile import crafted
 
-from nsysprobe.trace import blocks, reader
+from nsysprobe.trace import blocks, intervals
 from nsysprobe.trace.reader import Trace
 
 from conftest import SAMPLE_TRACES, shared_trace
@@ -81,7 +81,7 @@ def count_reads(monkeypatch):
 )
 def test_real_exports_are_read_by_the_fast_query(path, count_reads, monkeypatch):
     # Small blocks: many of them, on several connections; names from text and textId mixed.
-    monkeypatch.setattr(reader, "_BLOCK_ROWS", 512)
+    monkeypatch.setattr(intervals, "_BLOCK_ROWS", 512)
     path = path if not isinstance(path, str) else shared_trace(path)
     with Trace(path) as t:
         for table in (KERNEL, RUNTIME):
@@ -129,7 +129,7 @@ def test_a_damaged_block_reads_as_row_by_row(case, tmp_path, monkeypatch):
         sql.format(t=table),
     )
     for rows in (512, 1 << 18):  # the damage in one block of many, or in the only one
-        monkeypatch.setattr(reader, "_BLOCK_ROWS", rows)
+        monkeypatch.setattr(intervals, "_BLOCK_ROWS", rows)
         assert read_table(path, table) == expected_rows(path, table, READS[table][1])
 
 
@@ -198,7 +198,7 @@ def test_what_only_dropped_rows_hold_does_not_change_how_the_rest_is_read(tmp_pa
         "printf('%.*c', 5000, 'a'), globalTid FROM NVTX_EVENTS LIMIT 3",
         name="long.sqlite",
     )
-    monkeypatch.setattr(reader, "_MAX_BLOCK_TEXT", 8000)
+    monkeypatch.setattr(intervals, "_MAX_BLOCK_TEXT", 8000)
     rows, names, dropped = _nvtx_read(long)
     assert rows == kept and dropped == 3
     assert names == [n for r, n in sorted(_names_by_hand(long).items()) if r in kept]
@@ -264,7 +264,7 @@ def test_rowids_with_holes_read_as_row_by_row(keep_every, tmp_path, monkeypatch)
         *(f"DELETE FROM {t} WHERE rowid % {keep_every} != 1 % {keep_every}" for t in READS),
         "DELETE FROM NVTX_EVENTS WHERE rowid % 7 != 0",
     )
-    monkeypatch.setattr(reader, "_BLOCK_ROWS", 64)
+    monkeypatch.setattr(intervals, "_BLOCK_ROWS", 64)
     for table in READS:
         assert read_table(path, table) == expected_rows(path, table, READS[table][1])
     rows = query(

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from nsysprobe.cli import main
 from nsysprobe.trace.reader import Trace
-from nsysprobe.trace.secrets import PLACEHOLDER
+from nsysprobe.trace.secrets.placeholders import PLACEHOLDER
 
 from conftest import SAMPLE_TRACES
 

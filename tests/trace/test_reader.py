@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from nsysprobe.errors import InputError, TraceError
-from nsysprobe.trace import reader
-from nsysprobe.trace.reader import Trace, pid_of, tid_of
+from nsysprobe.trace import intervals
+from nsysprobe.trace.reader import Trace
+from nsysprobe.trace.values import pid_of, tid_of
 
 from conftest import shared_trace
 from exports import MAIN_TID, PID, Export, gtid
@@ -200,7 +201,7 @@ def _masked(name: str) -> str:
 @pytest.mark.parametrize("block_rows", [4, 1 << 18])
 def test_nvtx_ranges_give_patterns_and_the_names_by_row(build, monkeypatch, block_rows):
     # Blocks of 4 rows: many blocks, read on several connections at once.
-    monkeypatch.setattr(reader, "_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(intervals, "_BLOCK_ROWS", block_rows)
     ranges, details = _read_all(_named_export(build))
     names = SHOWN
     assert [n for n, _ in details] == names
@@ -246,7 +247,7 @@ def test_nvtx_names_whatever_the_table_layout(build, layout):
 @pytest.mark.skipif(not hasattr(sqlite3.Connection, "setlimit"), reason="Python 3.11+")
 def test_nvtx_names_longer_than_a_block_text_are_read_by_rows(build, monkeypatch):
     # SQLite refuses a block's joined names past the limit: the names are read row by row.
-    monkeypatch.setattr(reader, "_MAX_BLOCK_TEXT", 100)
+    monkeypatch.setattr(intervals, "_MAX_BLOCK_TEXT", 100)
     ranges, details = _read_all(_named_export(build))
     names = SHOWN
     assert [n for n, _ in details] == names

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 import nsysprobe
 from nsysprobe.cli import main
-from nsysprobe.trace.reader import range_pattern
-from nsysprobe.trace.secrets import PLACEHOLDER, scrub_text
+from nsysprobe.trace.secrets.placeholders import PLACEHOLDER
+from nsysprobe.trace.secrets.scrubber import scrub_text
+from nsysprobe.trace.values import range_pattern
 
 from exports import Export
 

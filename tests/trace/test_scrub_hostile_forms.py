@@ -44,7 +44,8 @@ from reliability.test_scrub_secrets import (
 )
 
 from nsysprobe.trace.scrub import scrub
-from nsysprobe.trace.secrets import PLACEHOLDER, scrub_text
+from nsysprobe.trace.secrets.placeholders import PLACEHOLDER
+from nsysprobe.trace.secrets.scrubber import scrub_text
 
 from conftest import SAMPLE_TRACES
 

@@ -10,7 +10,9 @@ import sqlite3
 
 import pytest
 
-from nsysprobe.trace.secrets import BRACKETED_CHARS, MAX_PLACEHOLDERS, PLACEHOLDER, scrub_text
+from nsysprobe.trace.secrets.placeholders import PLACEHOLDER
+from nsysprobe.trace.secrets.scrubber import MAX_PLACEHOLDERS, scrub_text
+from nsysprobe.trace.secrets.settings import BRACKETED_CHARS
 
 from conftest import SAMPLE_TRACES
 

@@ -1,0 +1,196 @@
+"""NVTX: the ranges the analyses group by name (``nvtx_ranges``, each name's numbers masked:
+``Batch #``), the names and colours of the few ranges shown (``nvtx_details``), the row counts
+by event type (no ranges, or no NVTX at all) and the domains' names (``nvtx_domains``).
+
+NVTX text sits in ``text`` or in ``textId`` (-> ``StringIds``), both within one file. Each
+reader is a function of the open ``Trace``, which offers it as a method (``trace.nvtx_ranges()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from nsysprobe.common.safetext import name as _name
+from nsysprobe.common.table import Labels, Table, first_seen
+from nsysprobe.errors import TraceError
+from nsysprobe.trace.blocks import NulInText
+from nsysprobe.trace.intervals import intervals, rowid_blocks
+from nsysprobe.trace.metadata import _NAMES_PER_QUERY
+from nsysprobe.trace.schema import NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END
+from nsysprobe.trace.values import (
+    NO_ID,
+    _interval_where,
+    _lenient_int,
+    _lenient_text,
+    _narrow,
+    as_int,
+    as_text,
+    range_pattern,
+)
+
+
+def nvtx_counts(trace) -> dict[int, int]:
+    """eventType -> row count in NVTX_EVENTS (to tell "no ranges" from "no NVTX")."""
+    if "NVTX_EVENTS" not in trace.tables:
+        return {}
+    if "eventType" not in trace.columns("NVTX_EVENTS"):
+        return {}
+    rows = trace._fetch(
+        "NVTX_EVENTS", "SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType"
+    )
+    counts: dict[int, int] = {}
+    for event_type, n in rows:
+        key = as_int(event_type)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + int(n)
+    return counts
+
+
+def nvtx_domains(trace) -> dict[tuple[int, int], str]:
+    """(pid, domainId) -> the domain's name, from the domain-creation rows (eventType 75;
+    domain ids are per process)."""
+    if "NVTX_EVENTS" not in trace.tables or "domainId" not in trace.columns("NVTX_EVENTS"):
+        return {}
+    df = trace._select(
+        "NVTX_EVENTS",
+        ["globalTid", "domainId", "text", "textId"],
+        where=f"WHERE eventType = {NVTX_DOMAIN_CREATE} LIMIT 10000",
+    )
+    out: dict[tuple[int, int], str] = {}
+    names = trace.names(df["textId"])
+    for tid, dom, text, name in zip(df["globalTid"], df["domainId"], df["text"], names):
+        tid, dom = as_int(tid), as_int(dom)
+        label = as_text(text) if text is not None else name
+        if tid is not None and dom is not None and isinstance(label, str):
+            out[((tid >> 24) & 0xFFFFFF, dom)] = label
+    return out
+
+
+def nvtx_ranges(trace) -> Table:
+    """Closed NVTX push/pop and start/end ranges.
+
+    Columns: start, end, globalTid, domainId, ``pattern`` (the name with its numbers
+    masked, ``Batch #``: ``Labels``, its categories sorted) and ``row`` (what
+    :meth:`nvtx_names` and :meth:`nvtx_details` take). The name comes from ``text`` or,
+    when that is NULL, from ``textId``.
+
+    A PyTorch trace holds millions of ranges with a name each (``aten::add, seq = 12,
+    op_id = 3401``), nearly all distinct: no per-row name is built. SQLite joins each
+    block's names into one text; its digits are masked at once; only the distinct masked
+    names become strings.
+    """
+    table = "NVTX_EVENTS"
+    where = f"eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END})"
+    if table not in trace.tables or "text" not in trace.columns(table):
+        return _nvtx_by_rows(trace, where)
+    if not _has_rowid(trace, table):
+        return _nvtx_by_rows(trace, where)
+    text_id = "textId" if "textId" in trace.columns(table) else None
+    try:
+        df, names = intervals(
+            trace,
+            table,
+            ["globalTid", "domainId", "rowid", "textId"],
+            where=where,
+            raw={"rowid": trace._rowid_name(table)},
+            # textId -2: the name is in ``text``; -3: ``text`` holds a number (read by rows)
+            named_by=("text", text_id),
+        )
+    except (NulInText, TraceError):
+        # A NUL in a name, or a block of names too long for one SQLite text: row by row
+        # (an export that is damaged fails there with its own one-line error).
+        return _nvtx_by_rows(trace, where)
+    text_ids = df.pop("textId")
+    has_text = text_ids == -2
+    if (text_ids == -3).any():
+        return _nvtx_by_rows(trace, where)
+    codes, seen = names  # each row's code into the distinct masked names
+    # The pattern of the name as every output shows it (cut, escaped), as for textId.
+    text_patterns = [range_pattern(_name(_lenient_text(m))) for m in seen]
+    id_values, id_codes = first_seen(text_ids[~has_text])
+    strings = trace.strings
+    strings.load(id_values.tolist())
+    id_patterns = [range_pattern(strings.get(int(i), "<unknown>")) for i in id_values]
+    codes[~has_text] = id_codes + len(text_patterns)
+    df["pattern"] = _sorted_labels(codes, text_patterns + id_patterns)
+    df["row"] = df.pop("rowid")
+    return df
+
+
+def nvtx_names(trace, rows: Iterable[int]) -> list[str]:
+    """The names of the NVTX ranges whose ``row`` (from :meth:`nvtx_ranges`) is given, in
+    that order."""
+    return [name for name, _ in trace.nvtx_details(rows)]
+
+
+def nvtx_details(trace, rows: Iterable[int]) -> list[tuple[str, int]]:
+    """(name, color) of the NVTX ranges whose ``row`` is given, in that order; the color
+    is ARGB, -1 when none."""
+    rows = [int(r) for r in rows]
+    if trace._nvtx_row_names is not None:
+        return [trace._nvtx_row_names[r] for r in rows]
+    got: list[tuple] = []
+    wanted = sorted(set(rows))
+    columns = trace.columns("NVTX_EVENTS")
+    color = "color" if "color" in columns else "NULL"
+    text_id = "textId" if "textId" in columns else "NULL"
+    rowid = trace._rowid_name("NVTX_EVENTS")
+    for lo in range(0, len(wanted), _NAMES_PER_QUERY):
+        chunk = wanted[lo : lo + _NAMES_PER_QUERY]
+        marks = ", ".join("?" * len(chunk))
+        sql = (
+            f"SELECT {rowid}, text, {text_id}, {color} FROM NVTX_EVENTS WHERE {rowid} IN ({marks})"
+        )
+        got += trace._fetch("NVTX_EVENTS", sql, tuple(chunk))
+    strings = trace.strings
+    strings.load(sid for _, text, sid, _ in got if text is None and isinstance(sid, int))
+    found: dict[int, tuple[str, int]] = {}
+    for row, text, sid, argb in got:
+        if text is not None:
+            name = as_text(text)
+        elif isinstance(sid, int):
+            name = strings.get(sid, "<unknown>")
+        else:
+            name = "<unknown>"
+        argb = as_int(argb)
+        found[row] = (name, -1 if argb is None else argb)
+    return [found.get(r, ("<unknown>", -1)) for r in rows]
+
+
+def _nvtx_by_rows(trace, where: str) -> Table:
+    """The NVTX ranges read row by row: for exports the block reader cannot take (no
+    ``text`` column, no rowids, text that is a number or holds NUL). Slow, and exact."""
+    ints = ["start", "end", "globalTid", "color", "domainId"]
+    df = trace._select("NVTX_EVENTS", [*ints, "text", "textId"], where=_interval_where(where))
+    dropped = trace.count_where("NVTX_EVENTS", where) - len(df["start"])
+    ints = {c: np.array([_lenient_int(v) for v in df[c]], dtype=np.int64) for c in ints}
+    tids = ints["globalTid"]
+    tids[tids < 0] = NO_ID
+    absent = "globalTid" not in trace.columns("NVTX_EVENTS")
+    trace._note_ids("NVTX_EVENTS", "globalTid", tids, absent=absent)
+    by_id = trace.names(df["textId"])
+    names = [as_text(t) if t is not None else n for t, n in zip(df["text"], by_id)]
+    trace._nvtx_row_names = list(zip(names, ints["color"].tolist()))
+    distinct: dict[str, int] = {}
+    codes = np.array([distinct.setdefault(n, len(distinct)) for n in names], dtype=np.int64)
+    out = Table({c: ints[c] for c in ("start", "end", "globalTid", "domainId")})
+    out["pattern"] = _sorted_labels(codes, [range_pattern(str(n)) for n in distinct])
+    out["row"] = np.arange(len(out), dtype=np.int64)
+    for col in ("domainId", "row"):
+        out[col] = _narrow(out[col])
+    out.dropped = int(dropped)
+    return out
+
+
+def _has_rowid(trace, table: str) -> bool:
+    return rowid_blocks(trace, table) is not None
+
+
+def _sorted_labels(codes: np.ndarray, values: list[str]) -> Labels:
+    """The labels ``values[codes]`` whose categories are the distinct values, sorted."""
+    categories = sorted(set(values))
+    where = {v: i for i, v in enumerate(categories)}
+    remap = np.array([where[v] for v in values], dtype=np.int32)
+    return Labels(remap[codes] if remap.size else codes.astype(np.int32), categories)
