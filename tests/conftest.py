@@ -15,6 +15,14 @@ SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
 ANALYSIS_TOOLS = {"__init__", "calls", "events", "intervals", "rows", "stats"}
 
 
+def analysis_modules() -> set[str]:
+    """The modules and packages of nsysprobe/analyses/ that each answer a question."""
+    folder = Path(__file__).resolve().parents[1] / "nsysprobe/analyses"
+    found = {p.stem for p in folder.glob("*.py")}
+    found |= {p.parent.name for p in folder.glob("*/__init__.py")}
+    return found - ANALYSIS_TOOLS
+
+
 def shared_trace(name: str) -> Path:
     path = SHARED_TRACES / name
     if not path.exists():

@@ -1,5 +1,5 @@
 """What a CUDA API or OS-runtime call is: the categories of calls that the step account
-(``account.py``) turns into idle causes, the step patterns count, and the HTML timeline colours
+(``account/``) turns into idle causes, the step patterns count, and the HTML timeline colours
 a thread's row by.
 
     cuda_sync    cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, ...

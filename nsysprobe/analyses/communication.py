@@ -12,7 +12,7 @@ GPU work is communication when NCCL issued it:
 A collective's name is the one its kernel carries (``AllReduce``, ``AllGather``,
 ``SendRecv``), else its NCCL range's without the ``nccl`` prefix (``AllReduce``).
 
-The step account (``account.py``) gives communication its own busy kind: the time NCCL work
+The step account (``account/``) gives communication its own busy kind: the time NCCL work
 ran with no compute kernel running is *exposed*; the rest ran under compute (*overlapped*).
 Exposed communication is either transfer time or time a collective waited for a later rank to
 arrive; which is which takes every rank (``arrivals.py``).

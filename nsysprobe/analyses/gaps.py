@@ -4,7 +4,7 @@ than --min-gap-ms, each with the cause the account gives it.
 Busy time is the **union** of kernels, memcpy and memset on a device (overlapping streams are
 counted once); the span runs from the device's first operation to its last.
 
-A *gap* is an idle stretch of the step account (``account.py``) longer than the
+A *gap* is an idle stretch of the step account (``account/``) longer than the
 threshold (default 1 ms: step-level starvation; NVIDIA's ``gpu_gaps`` rule uses 500 ms and
 misses it): from the end of one piece of a process's GPU work to the start of the next, in
 its steady steps, across step edges. The gaps are part of the account's idle time, cut into

@@ -2,7 +2,7 @@
 inside the capture.
 
 A training loop repeats itself: once warm, every step runs the set of kernels an earlier step
-ran. Over the main account's steps (``account.py``: the loop's NVTX steps, each window to its
+ran. Over the main account's steps (``account/``: the loop's NVTX steps, each window to its
 completion; not equal windows, which repeat nothing), per step:
 
     kernels        the distinct kernel names run on the account's process and GPU (by the

@@ -20,7 +20,7 @@ ended, and not before the step before it:
 ``completion[i-1]`` to ``completion[i]`` (the first from its CPU range's start), so every
 nanosecond from the first step's start to the last step's completion belongs to exactly one
 step, whichever side bounds the loop. Idle time inside a window takes its cause from what the
-process's threads were doing then (``account.py``), which in a CPU-ahead loop is often a
+process's threads were doing then (``account/``), which in a CPU-ahead loop is often a
 later step's range. A lock-step loop (a sync every step, a loader-bound loop) gets the same
 windows as its CPU ranges, plus the time between them.
 

@@ -1,6 +1,6 @@
 """The step account -> ranked recommendations, each with its reason, evidence and gain.
 
-Each rule reads buckets of the step account (``nsysprobe/analyses/account.py``) of the
+Each rule reads buckets of the step account (``nsysprobe/analyses/account/``) of the
 report's main process and GPU, over its steady steps (start-up steps apart), and no two rules
 read the same time: where two share a bucket they split it (what compute can hide under it,
 and the rest; the idle a pattern across steps explains, ``analyses/step_patterns.py``, moved

@@ -43,6 +43,7 @@ HOMES = (
     "nsysprobe.analyses.kernels",
     "nsysprobe.analyses.step_patterns",
     "nsysprobe.analyses.gaps",
+    "nsysprobe.analyses.calls",
     "nsysprobe.analyses.arrivals",
     "nsysprobe.analyses.cpu_placement",
 )

@@ -38,9 +38,9 @@ from independent import (
 from independent import step_ranges as step_windows
 
 from nsysprobe import analyze as nsysprobe_analyze
-from nsysprobe.analyses import account as account_module
 from nsysprobe.analyses import rows as rows_module
 from nsysprobe.analyses.account import analyze_account
+from nsysprobe.analyses.account import arrays as account_module
 from nsysprobe.analyses.communication import collective_of, is_communication_kernel
 from nsysprobe.analyses.events import Events
 from nsysprobe.trace.reader import Trace

@@ -12,7 +12,7 @@ from nsysprobe.report import declared, explain
 from nsysprobe.report.analyze import Skipped
 from nsysprobe.report.declared import ANALYSES, Analysis, Missing
 
-from conftest import ANALYSIS_TOOLS
+from conftest import analysis_modules
 from exports import Export
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ MS = 1_000_000
 
 
 def test_every_analysis_module_is_declared_once_and_each_shown_one_has_its_sections():
-    modules = {p.stem for p in (ROOT / "nsysprobe/analyses").glob("*.py")} - ANALYSIS_TOOLS
+    modules = analysis_modules()
     assert sorted(a.module for a in ANALYSES) == sorted(modules)
     assert len({a.name for a in ANALYSES}) == len(ANALYSES)
     assert set(SECTIONS) == {a.name for a in ANALYSES if a.shown}

@@ -13,7 +13,7 @@ from nsysprobe.cli import main
 from nsysprobe.diagnose import rules
 from nsysprobe.diagnose.rules import RULES
 
-from conftest import ANALYSIS_TOOLS
+from conftest import analysis_modules
 
 ROOT = Path(__file__).parents[2]
 BEGIN = "<!-- nsysprobe explain --format markdown: begin -->\n"
@@ -43,7 +43,7 @@ def test_an_analysis_is_its_module_docstring():
 def test_every_analysis_module_and_every_recommendation_id_is_explained():
     listing = invoke().output.splitlines()
     listed = {line.split()[0]: line.split()[1] for line in listing}
-    modules = {p.stem for p in (ROOT / "nsysprobe/analyses").glob("*.py")} - ANALYSIS_TOOLS
+    modules = analysis_modules()
     analyses = {n for n, kind in listed.items() if kind == "analysis"}
     assert len(analyses) == len(modules)  # one name per module (placement: cpu_placement)
     assert {n.replace("placement", "cpu_placement") for n in analyses} == modules
