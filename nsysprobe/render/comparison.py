@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from nsysprobe.common.units import size
 from nsysprobe.render.layout import fit, table, wrap
 from nsysprobe.render.markdown import escape
-from nsysprobe.render.sections import ms, size
+from nsysprobe.render.sections import ms
 from nsysprobe.report.metrics import RunMetrics
 from nsysprobe.runs.compare import SCHEMA_VERSION, Comparison, Difference
 

@@ -34,7 +34,8 @@ from markupsafe import Markup
 
 from nsysprobe.analyses.timeline import Timeline
 from nsysprobe.render.charts import STEPS_CHARTED, account_figure, overlap_figure, steps_figure
-from nsysprobe.render.sections import Section, headline, ms, pct, sections
+from nsysprobe.render.report_sections import sections
+from nsysprobe.render.sections import Section, headline, ms, pct
 from nsysprobe.render.svg import Figure, ms_label
 from nsysprobe.render.timeline_figure import timeline_figure
 from nsysprobe.report.analyze import Report

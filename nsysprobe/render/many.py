@@ -13,9 +13,11 @@ import dataclasses
 import json
 
 from nsysprobe.analyses.cross_rank import ManyReport, RankSummary, RankVerdict
+from nsysprobe.common.units import size
 from nsysprobe.render.layout import fit, section_text, wrap
 from nsysprobe.render.markdown import escape, section_lines
-from nsysprobe.render.sections import Section, arrivals_section, ms, pct, size
+from nsysprobe.render.sections import Section, ms, pct
+from nsysprobe.render.step_sections import arrivals_section
 
 HEADER = (
     "rank",

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from nsysprobe.render.sections import Section, headline, pct, sections
+from nsysprobe.render.report_sections import sections
+from nsysprobe.render.sections import Section, headline, pct
 from nsysprobe.report.analyze import Report
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")

@@ -8,7 +8,8 @@ nothing is cut.
 from __future__ import annotations
 
 from nsysprobe.render.layout import fit, section_text, wrap
-from nsysprobe.render.sections import headline, pct, sections
+from nsysprobe.render.report_sections import sections
+from nsysprobe.render.sections import headline, pct
 from nsysprobe.report.analyze import Report
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nsysprobe
-from nsysprobe.render.sections import SECTIONS
+from nsysprobe.render.report_sections import SECTIONS
 from nsysprobe.report import declared, explain
 from nsysprobe.report.analyze import Skipped
 from nsysprobe.report.declared import ANALYSES, Analysis, Missing
