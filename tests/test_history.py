@@ -121,12 +121,13 @@ def test_a_history_an_older_nsysprobe_made_gains_the_new_columns(rung, tmp_path)
     db = sqlite3.connect(path)
     db.execute(
         'CREATE TABLE "runs" ("recorded_utc" TEXT, "command" TEXT, "paths" TEXT, '
-        '"trace" TEXT, "step_count" INTEGER, "steps_per_s" REAL, "id" INTEGER PRIMARY KEY)'
+        '"trace" TEXT, "step_count" INTEGER, "steps_per_s" REAL, "gap_ns" INTEGER, '
+        '"id" INTEGER PRIMARY KEY)'
     )
     db.execute(
-        "INSERT INTO runs (recorded_utc, command, paths, trace, step_count, steps_per_s) "
+        "INSERT INTO runs (recorded_utc, command, paths, trace, step_count, steps_per_s, gap_ns) "
         "VALUES ('2026-11-30T10:00:00+00:00', 'nsysprobe analyze old.sqlite', '{}', "
-        "'old.sqlite', 7, 2.5)"
+        "'old.sqlite', 7, 2.5, 5000000)"
     )
     db.commit()
     db.close()
@@ -142,12 +143,15 @@ def test_a_history_an_older_nsysprobe_made_gains_the_new_columns(rung, tmp_path)
     assert old.metrics.exposed_copy_ns is None and old.metrics.step_wall_ns == ()
     # An older nsysprobe timed the steps by their CPU ranges; this one to their completion.
     assert (old.metrics.step_timing, new.metrics.step_timing) == ("cpu range", "completion")
+    # Its gaps were the devices' idle over the capture, not the accounts': not compared.
+    assert old.metrics.gap_ns is None and new.metrics.gap_ns == report.gaps.gap_ns
     expected = metrics_of(report)
     assert new.metrics == expected and len(new.metrics.step_wall_ns) == expected.step_count
     assert history.get(2, path).metrics == expected
     columns = [r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(runs)")]
-    assert columns[:7] == ["recorded_utc", "command", "paths", "trace", "step_count"] + [
+    assert columns[:8] == ["recorded_utc", "command", "paths", "trace", "step_count"] + [
         "steps_per_s",
+        "gap_ns",
         "id",
     ]
     assert set(columns) == {"id", *history._COLUMNS}

@@ -14,7 +14,9 @@ analyzed earlier and one recorded in the history give the same figures:
                          the devices' busy time / their span (``busy_basis`` says which); both
                          ``intervals.busy_ratio``
     idle_per_step_ns     median over steps of the step's GPU idle time
-    gap_ns               the step accounts' idle time in gaps over the threshold (all devices)
+    gap_ns               the step accounts' idle time in gaps over the threshold (all devices);
+                         None from a report written before schema 3 (its gaps were the
+                         devices' idle stretches over the whole capture)
     pageable_htod_bytes  bytes copied host-to-device from pageable memory (total)
     exposed_copy_ns      HtoD copy time during which no kernel ran (total, union per device)
     top_recommendation   the first recommendation's id
@@ -57,6 +59,9 @@ COMPLETION, CPU_RANGE = "completion", "cpu range"
 STEP_TIMINGS = (COMPLETION, CPU_RANGE)
 # The report schema from which steps are timed to their completion.
 COMPLETION_SCHEMA = 2
+# The report schema from which gaps are the step account's idle stretches in its steady steps;
+# before, the devices' idle stretches over the whole capture: not the same figure.
+ACCOUNT_GAPS_SCHEMA = 3
 
 # Each figure's type and the range it lies in. steps_per_s is steps over at least 1 ns: at most
 # the steps a report can hold per ns (0 when there are no steps to time).
@@ -206,7 +211,9 @@ def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
         busy, basis = None, "none"
     trace = _section(data, "trace")
     version = data.get("schema_version")
-    old = isinstance(version, int) and not isinstance(version, bool) and version < COMPLETION_SCHEMA
+    known = isinstance(version, int) and not isinstance(version, bool)
+    old = known and version < COMPLETION_SCHEMA
+    device_gaps = known and version < ACCOUNT_GAPS_SCHEMA
     recs = _objects(data, "recommendations", "recommendations")[:1]
     top = recs[0][1] if recs else None
     return RunMetrics(
@@ -217,7 +224,7 @@ def metrics_from_json(data: object, *, strict: bool = True) -> RunMetrics:
         gpu_busy_ratio=busy,
         busy_basis=basis,
         idle_per_step_ns=_median_int(sorted(idles)) if idles else None,
-        gap_ns=fig("gap_ns", _section(data, "gaps"), "gap_ns", "gaps"),
+        gap_ns=None if device_gaps else fig("gap_ns", _section(data, "gaps"), "gap_ns", "gaps"),
         pageable_htod_bytes=fig(
             "pageable_htod_bytes", _section(data, "transfers"), "pageable_htod_bytes", "transfers"
         ),

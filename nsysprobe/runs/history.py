@@ -106,6 +106,7 @@ def record(
             if f.name != "step_wall_ns"
         },
         "step_wall_ns": json.dumps(list(metrics.step_wall_ns)),
+        "gap_basis": ACCOUNT_GAPS,
     }
     path = Path(history_path) if history_path is not None else default_path()
     for role, other in paths.items():
@@ -209,7 +210,11 @@ _COLUMNS = {
     "step_wall_ns": str,
     "step_timing": str,
     "gpus": str,
+    "gap_basis": str,
 }
+# What an entry's gap_ns measures: the step accounts' gaps (report schema 3); an entry an older
+# nsysprobe wrote has none, and its gap_ns (the devices' idle over the capture) reads as None.
+ACCOUNT_GAPS = "account"
 _SQL_TYPES = {int: "INTEGER", float: "REAL", str: "TEXT"}
 
 
@@ -324,6 +329,7 @@ def _entry(row: dict) -> Entry | None:
     basis = row.get("busy_basis")
     # An entry an older nsysprobe wrote has no step_timing: it timed the CPU ranges.
     timing = row.get("step_timing")
+    account_gaps = row.get("gap_basis") == ACCOUNT_GAPS
     metrics = RunMetrics(
         trace=_name(row.get("trace")) or "",
         busy_basis=basis if basis in BUSY_BASES else "none",
@@ -331,7 +337,8 @@ def _entry(row: dict) -> Entry | None:
         step_wall_ns=tuple(walls),
         step_timing=timing if timing in STEP_TIMINGS else CPU_RANGE,
         gpus=_name(row.get("gpus")) or "",
-        **{f: figure(f, row.get(f)) for f in FIGURES if f != "step_wall_ns"},
+        **{f: figure(f, row.get(f)) for f in FIGURES if f not in ("step_wall_ns", "gap_ns")},
+        gap_ns=figure("gap_ns", row.get("gap_ns")) if account_gaps else None,
     )
     paths = _json(row.get("paths"), dict)
     return Entry(

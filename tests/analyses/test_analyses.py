@@ -344,9 +344,9 @@ def test_a_gaps_time_is_split_by_the_range_that_held_it(build, get_ms, copy_ms):
 def test_gaps_under_deeply_nested_ranges_go_to_the_innermost(build, monkeypatch):
     # Three GPU idle gaps of 10 ms, each under 300 ranges nested over the whole run and a
     # step range of its own; the account is made a few intervals at a time.
-    from nsysprobe.analyses import account
+    from nsysprobe.analyses.account import arrays
 
-    monkeypatch.setattr(account, "INTERVALS_PER_RUN", 1)
+    monkeypatch.setattr(arrays, "INTERVALS_PER_RUN", 1)
     ex = Export()
     for i in range(4):
         ex.kernel(i * 20 * MS, (i * 20 + 10) * MS, launch_at=i * 20 * MS - 10_000)

@@ -38,6 +38,19 @@ def test_figures_of_a_report_are_those_of_its_json(path):
         assert from_report.step_count == len(from_report.step_wall_ns) > 0
 
 
+def test_the_gaps_of_a_report_written_before_schema_3_are_not_read_as_the_accounts():
+    """Before schema 3 a report's gaps were the devices' idle stretches over the whole
+    capture: another figure, so compare and history do not set it against today's."""
+    data = json.loads(to_json(analyze(SAMPLES[0])))
+    assert data["schema_version"] == 3
+    assert metrics_from_json(data).gap_ns == data["gaps"]["gap_ns"] > 0
+    data["schema_version"] = 2
+    old = metrics_from_json(data)
+    assert old.gap_ns is None and old.step_timing == "completion"
+    data["schema_version"] = 1
+    assert metrics_from_json(data).step_timing == "cpu range"
+
+
 def test_every_busy_ratio_of_a_one_gpu_capture_is_the_same_figure():
     """The steps' busy ratio, compare's, and the one the gpu_bound verdict quotes are one
     definition over one window here (one process, one GPU, steps named ``step``): each
