@@ -87,8 +87,9 @@ def load_topology(where: str | None) -> Topology | None:
     "text for people, json for scripts (has schema_version), markdown for issues and PRs.",
 )
 @min_gap_option(
-    "Report GPU idle gaps longer than this. Step-level starvation shows at ~1 ms; "
-    "NVIDIA's gpu_gaps rule uses 500."
+    "List the step account's idle gaps longer than this. Step-level starvation shows at "
+    "~1 ms; NVIDIA's gpu_gaps rule uses 500. It changes what is listed, never a cause or "
+    "the verdict (they read all idle time)."
 )
 @step_range_option(
     "The per-iteration NVTX range, e.g. 'Batch #' or 'train_step'. Found by itself when omitted."
