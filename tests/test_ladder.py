@@ -379,7 +379,7 @@ def test_real_ladder_writes_its_files_and_reports_progress(real_ladder):
         assert {p.name for p in (out / rung).iterdir()} == {"plain-1.log", "profiled-1"}
         folder = out / rung / "profiled-1"
         assert {"report.sqlite", "analysis.json", "nsys.log"} <= {p.name for p in folder.iterdir()}
-        assert json.loads((folder / "analysis.json").read_text())["schema_version"] == 2
+        assert json.loads((folder / "analysis.json").read_text())["schema_version"] == 3
     markdown = (out / "ladder.md").read_text()
     assert markdown.startswith("| rung | steps/s | workload's clock | speed-up |")
     assert "| cached |" in markdown

@@ -45,7 +45,8 @@ def _steps(report: Report) -> Section | None:
     if st is None:
         return None
     main = report.account.main if report.account else None
-    merged = main is not None and main.stepped and bool(main.steps)
+    # One table when the steps are the main account's (the same thread's); else their own.
+    merged = main is not None and main.stepped and bool(main.steps) and st.thread == main.thread
     notes = (
         f"step range '{st.range_pattern}' on {st.thread}",
         *pace_lines(st),
@@ -195,7 +196,8 @@ def _account_steps(report: Report) -> Section | None:
         return None
     top = [b.name for b in a.buckets[:ACCOUNT_STEP_COLUMNS]]
     comm = ("NCCL", "NCCL hidden") if a.communication_ns else ()
-    cpu, cpu_cells = _cpu_columns(report) if a.stepped else ((), {})
+    same = a.stepped and report.steps is not None and report.steps.thread == a.thread
+    cpu, cpu_cells = _cpu_columns(report) if same else ((), {})
     rows = []
     for st in a.steps[:ACCOUNT_STEPS_SHOWN]:
         by = dict(st.buckets)

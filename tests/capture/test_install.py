@@ -241,4 +241,4 @@ def test_a_real_run_of_a_rung_with_runs_options_last(nsys, tmp_path):
     assert command.startswith(f"{nsys.path} profile ")
     assert command.endswith(f"baseline.py {' '.join(tiny)} --warmup 1")
     assert (folder / "report.sqlite").is_file() and (folder / "analysis.json").is_file()
-    assert '"schema_version": 2' in result.stdout
+    assert '"schema_version": 3' in result.stdout

@@ -57,7 +57,7 @@ def test_one_idle_gap_is_one_gap(build):
     ex.kernel(0, 1 * MS, launch_at=0)
     ex.kernel(4 * MS, 5 * MS, launch_at=3 * MS)
     text = render(nsysprobe.analyze(build(ex)), "text")
-    assert "(1 gap, 3.0 ms)" in text
+    assert "(1 gap, 3.0 ms of 3.0 ms idle)" in text
 
 
 def test_the_workers_warning_counts_one_cpu_in_the_singular(monkeypatch, capsys):
