@@ -173,6 +173,23 @@ def test_counts_are_the_exports_rows(name):
         g[3] for g in groups if g[:2] == ("CUDA_MEMCPY_KIND_HTOD", "Pageable")
     )
     assert report.osrt.call_count == independent.row_count(path, "OSRT_API") > 0
+    # The gaps are idle time of their device: no GPU work of any process in them, so a
+    # device's gap time is part of its idle time.
+    for d in report.gaps.devices:
+        work = [
+            row
+            for table in independent.GPU_TABLES
+            if table in independent.tables(path)
+            for row in sql(path, f"SELECT start, end FROM {table} WHERE deviceId = {d.device_id}")
+        ]
+        gaps = [
+            (int(s), int(e))
+            for a in report.account.accounts
+            if a.device_id == d.device_id
+            for s, e in zip(a.idle_gaps.start_ns, a.idle_gaps.end_ns)
+        ]
+        assert independent.intersect(independent.union(gaps), independent.union(work)) == []
+        assert d.gap_ns == sum(e - s for s, e in independent.union(gaps)) <= d.idle_ns
 
 
 def test_pageable_copies_only_below_the_pinned_rung():

@@ -32,7 +32,7 @@ from nsysprobe.trace.metadata import GpuInfo
 from nsysprobe.trace.reader import Trace, UnusableIds
 from nsysprobe.trace.sampling import PythonSamples
 from nsysprobe.trace.schema import DIAGNOSTIC_PATTERNS
-from nsysprobe.trace.values import NO_ID, pid_of, range_pattern  # noqa: F401
+from nsysprobe.trace.values import NO_ID, pid_of
 
 # Devices analyzed at most (the busiest): one machine's report holds a few to 16 GPUs, and
 # every per-device figure, account and table grows with them.

@@ -4,17 +4,19 @@ than --min-gap-ms, each with the cause the account gives it.
 Busy time is the **union** of kernels, memcpy and memset on a device (overlapping streams are
 counted once); the span runs from the device's first operation to its last.
 
-A *gap* is an idle stretch of the step account (``account/``) longer than the
-threshold (default 1 ms: step-level starvation; NVIDIA's ``gpu_gaps`` rule uses 500 ms and
-misses it): from the end of one piece of a process's GPU work to the start of the next, in
-its steady steps, across step edges. The gaps are part of the account's idle time, cut into
-the same causes (``loading``, ``sync``, ``blocking_copy``, ``cpu``, ...: ``nsysprobe explain
-account``) by the same rules, so the threshold chooses which idle is listed and changes no
-cause, bucket or recommendation. Each cause's time is named as the account names it (the NVTX
-range its code ran in, the API or OS call). A gap's cause is the one holding most of its
-time. The longest gaps are also listed with every NVTX range, OS-runtime call and CUDA API
-call that overlapped them, on every thread of the process. Gap time is a sum over the
-accounts' gaps (one account's gaps are disjoint).
+A *gap* is an idle stretch of the step account (``account/``) longer than the threshold
+(default 1 ms: step-level starvation; NVIDIA's ``gpu_gaps`` rule uses 500 ms and misses it):
+from the end of one piece of a process's GPU work to the start of the next, in its steady
+steps, across step edges, while no other process's work held the device (on a shared GPU, the
+time another process's kernels ran is not idle). The gaps are part of the account's idle time,
+cut into the same causes (``loading``, ``sync``, ``blocking_copy``, ``cpu``, ...: ``nsysprobe
+explain account``) by the same rules, so the threshold chooses which idle is listed and changes
+no cause, bucket or recommendation. Each cause's time is named as the account names it (the
+NVTX range its code ran in, the API or OS call). A gap's cause is the one holding most of its
+time. The longest gaps are also listed with every NVTX range, OS-runtime call and CUDA API call
+that overlapped them, on every thread of the process. Gap time is a sum over the accounts' gaps
+(one account's gaps are disjoint); a device's, the union of its accounts' gaps, so it is part
+of the device's idle time.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class DeviceActivity:
     span_ns: int  # first operation's start to last operation's end
     busy_ratio: float  # busy_ns / span_ns
     idle_ns: int  # span_ns - busy_ns
-    gap_count: int  # the accounts' gaps on this device
+    gap_count: int  # the union of the accounts' gaps on this device: part of ``idle_ns``
     gap_ns: int
 
 
@@ -74,7 +76,7 @@ class Gap:
 
 @dataclass(frozen=True)
 class IdleShare:
-    label: str
+    cause: str  # the account's idle cause
     idle_ns: int
     share_ratio: float  # of all gap time
 
@@ -117,26 +119,27 @@ def gap_intervals(accounts: AccountResult | None) -> dict[int, iv.Intervals]:
     return {dev: iv.union_of(parts) for dev, parts in out.items()}
 
 
-def analyze_gaps(events: Events, accounts: AccountResult | None) -> GapsResult:
+def analyze_gaps(
+    events: Events, accounts: AccountResult | None, min_gap_ns: int = DEFAULT_MIN_GAP_NS
+) -> GapsResult:
     """The accounts' gaps (``Account.idle_gaps``, made with ``analyze_account``'s
-    ``min_gap_ns``), with the device activity of every device of the trace."""
+    ``min_gap_ns``, the same as here), with the device activity of every device of the
+    trace."""
     mine = [a for a in (accounts.accounts if accounts else ()) if a.idle_gaps is not None]
-    min_gap = mine[0].idle_gaps.min_gap_ns if mine else DEFAULT_MIN_GAP_NS
-    per_dev: dict[int, list[int]] = {}
     rows: dict[tuple[str, str | None], int] = {}
     candidates = []  # (duration, account index, gap index)
     for i, a in enumerate(mine):
         g = a.idle_gaps
         dur = g.end_ns - g.start_ns
-        count_ns = per_dev.setdefault(a.device_id, [0, 0])
-        count_ns[0] += len(g)
-        count_ns[1] += int(dur.sum())
         for cause, name, ns in g.by_cause:
             rows[(cause, name)] = rows.get((cause, name), 0) + ns
         for k in np.argsort(-dur, kind="stable")[:LONGEST_GAPS_LISTED].tolist():
             candidates.append((int(dur[k]), i, k))
-    total = sum(ns for _, ns in per_dev.values())
-    devices = tuple(_device_activity(events, d, *per_dev.get(d, (0, 0))) for d in events.device_ids)
+    total = sum(int((a.idle_gaps.end_ns - a.idle_gaps.start_ns).sum()) for a in mine)
+    # A device's gaps: the union of its accounts' (processes sharing it may idle at once).
+    on_device = gap_intervals(accounts)
+    empty = iv.union([], [])
+    devices = tuple(_device_activity(events, d, on_device.get(d, empty)) for d in events.device_ids)
     # The longest over all accounts (ties in account, then time order), described: each
     # description scans the calls and ranges around it, so only those listed are described.
     candidates.sort(key=lambda c: -c[0])
@@ -149,9 +152,9 @@ def analyze_gaps(events: Events, accounts: AccountResult | None) -> GapsResult:
     for (cause, _), ns in rows.items():
         by_cause[cause] = by_cause.get(cause, 0) + ns
     return GapsResult(
-        min_gap_ns=min_gap,
+        min_gap_ns=min_gap_ns,
         devices=devices,
-        gap_count=sum(n for n, _ in per_dev.values()),
+        gap_count=sum(len(a.idle_gaps) for a in mine),
         gap_ns=total,
         idle_ns=sum(a.idle_ns for a in mine),
         by_cause=_shares(by_cause, total),
@@ -192,7 +195,7 @@ def _described(events: Events, account, chosen: list[int]) -> list[Gap]:
     ]
 
 
-def _device_activity(events: Events, dev: int, gap_count: int, gap_ns: int) -> DeviceActivity:
+def _device_activity(events: Events, dev: int, gaps: iv.Intervals) -> DeviceActivity:
     busy = events.device_busy(dev)
     span = int(busy[1][-1] - busy[0][0]) if busy[0].size else 0
     busy_ns = iv.total(busy)
@@ -211,8 +214,8 @@ def _device_activity(events: Events, dev: int, gap_count: int, gap_ns: int) -> D
         span_ns=span,
         busy_ratio=iv.busy_ratio(busy_ns, span),
         idle_ns=span - busy_ns,
-        gap_count=gap_count,
-        gap_ns=gap_ns,
+        gap_count=int(gaps[0].size),
+        gap_ns=iv.total(gaps),
     )
 
 
@@ -261,8 +264,8 @@ class _OverlapIndex:
         )
 
 
-def _shares(ns_by_label: dict[str, int], total: int) -> tuple[IdleShare, ...]:
-    rows = sorted(ns_by_label.items(), key=lambda kv: -kv[1])
+def _shares(ns_by_cause: dict[str, int], total: int) -> tuple[IdleShare, ...]:
+    rows = sorted(ns_by_cause.items(), key=lambda kv: -kv[1])
     return tuple(
-        IdleShare(label=k, idle_ns=int(v), share_ratio=v / total if total else 0.0) for k, v in rows
+        IdleShare(cause=k, idle_ns=int(v), share_ratio=v / total if total else 0.0) for k, v in rows
     )

@@ -35,6 +35,7 @@ CAUSES = (
         "gpu_work",
     ),
     (("queued", "cuda_api"), "GPU work that started late, other CUDA calls", "gpu_idle"),
+    (("other_process",), "another process's work on its GPU", "shared_gpu"),
 )
 # A cause must add this much per step of the account, this share of the time the rank held
 # the others up per step, and this share of the other ranks' own time in those buckets (GPU

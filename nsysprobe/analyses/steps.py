@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.events import Events, range_pattern
+from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import grouped_in_blocks, top_level
 from nsysprobe.analyses.windows import STARTUP_WORDS, Pace, StepWindows, pace, project
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import Groups, Table, by_count, descending
 from nsysprobe.errors import InputError
-from nsysprobe.trace.values import pid_of
+from nsysprobe.trace.values import pid_of, range_pattern
 
 ROWS_LISTED = 10_000
 # Steps follow one another: together they cover most of the time from the first to the last

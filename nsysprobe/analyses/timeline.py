@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.calls import api_category, osrt_category
+from nsysprobe.analyses.calls import API_KINDS, api_kind, osrt_category, slow_launches
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import GapsResult
 from nsysprobe.analyses.rows import api_name
@@ -62,8 +62,10 @@ KINDS = (
     "memset",
     "cuda_sync",
     "cuda_copy",
+    "cuda_alloc",
     "cuda_launch",
     "cuda_other",
+    "cuda_module",
     "os_wait",
     "os_call",
     "mixed",
@@ -239,7 +241,9 @@ def _thread_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]
         api = runtime.take(runtime["globalTid"] == tid)
         if len(api):
             names = [api_name(events.name_of(i)) for i in api["nameId"]]
-            kinds = [api_category(n) for n in names]
+            codes = np.array([api_kind(n) for n in names], dtype=np.int8)
+            codes = slow_launches(codes, np.asarray(api["end"]) - np.asarray(api["start"]))
+            kinds = [API_KINDS[k] for k in codes.tolist()]
             lanes.append(_lane(group, "CUDA API", api, names, kinds, None, w0, w1, tol))
         calls = osrt.take(osrt["globalTid"] == tid)
         if len(calls):

@@ -2,16 +2,18 @@
 (``host_sync``), the allocator (``allocator_churn``), launches (``launch_overhead``), its own
 code (``cpu_overhead``), OS calls (``os_runtime_stall``), CUDA modules loaded
 (``warmup_in_capture``), nsys's own overhead (``profiler_overhead``) and the idle with no
-canned fix (``gpu_idle``), and between tiny kernels queued (``kernel_gaps``)."""
+canned fix (``gpu_idle``), and between tiny kernels queued (``kernel_gaps``); and the time
+another process's work held the GPU (``shared_gpu``)."""
 
 from __future__ import annotations
 
-from nsysprobe.analyses.account import Account
+from nsysprobe.analyses.account import QUEUED_START_NS, Account
 from nsysprobe.analyses.kernels import TINY_NS
 from nsysprobe.diagnose.common import (
     Evidence,
     Outcome,
     _ms,
+    _ratio,
     _rec,
     _share,
     _top,
@@ -160,25 +162,48 @@ def _overhead(ev: Evidence, a: Account) -> Outcome | None:
 
 
 def _other_idle(ev: Evidence, a: Account) -> Outcome | None:
-    # Work queued and started late between tiny kernels is kernel_gaps'.
-    queued = not _tiny_kernels(ev)
-    names = ("queued", "cuda_api") if queued else ("cuda_api",)
-    why = (
-        "with work already queued but started late (dependencies between streams, "
-        "cudaStreamWaitEvent, scheduling) or in other CUDA calls"
-        if queued
-        else "in other CUDA calls"
-    )
+    # The GPU's own start of queued tiny kernels is kernel_gaps'; the rest of queued is here.
+    starts = _queued_starts(a) if _tiny_kernels(ev) else 0
+    names = ("queued", "cuda_api")
+    left = sum(a.ns(n) for n in names) - starts
     return _rec(
         a,
         "The GPU idles with no canned fix",
         names,
         (
-            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
-            f"step time) {why}: {_top(a, *names)}"
+            f"the GPU sat idle {_ms(left)} ({_ratio(left, a.wall_ns):.0%} of the step time) "
+            "with work already queued but started late (dependencies between streams, "
+            f"cudaStreamWaitEvent, scheduling) or in other CUDA calls: {_top(a, *names)}"
         ),
         "no canned fix: look at the streams and events around these gaps in the timeline",
+        saved=left,
     )
+
+
+def _shared_gpu(ev: Evidence, a: Account) -> Outcome | None:
+    """Another process's work held the GPU while this one's waited (``other_process``)."""
+    return _rec(
+        a,
+        "Run the job alone on its GPU: another process's work held it",
+        ("other_process",),
+        (
+            f"another process's GPU work held the GPU {_ms(a.ns('other_process'))} "
+            f"({_share(a, 'other_process')} of the step time) while this process's own work "
+            "waited or its thread had none ready"
+        ),
+        (
+            "give each job a GPU of its own (nvidia-smi lists the processes on it; "
+            "CUDA_VISIBLE_DEVICES), or partition it (MIG) when sharing is meant"
+        ),
+        bound="alone, the process gets back at most the time the other process's work held it",
+    )
+
+
+def _queued_starts(a: Account) -> int:
+    """The ``queued`` idle in stretches of at most ``QUEUED_START_NS`` while no other
+    process held the device: the GPU starting kernels it already had."""
+    gaps = a.idle_gaps
+    return min(gaps.queued_start_ns if gaps is not None else 0, a.ns("queued"))
 
 
 def _tiny_kernels(ev: Evidence) -> bool:
@@ -188,27 +213,34 @@ def _tiny_kernels(ev: Evidence) -> bool:
 
 
 def _kernel_gaps(ev: Evidence, a: Account) -> Outcome | None:
-    """The idle between kernels the GPU already had queued (``queued``), where most kernel
-    time is in tiny kernels: the GPU's own cost of starting each one."""
+    """The idle between kernels the GPU already had queued (``queued``), in stretches no
+    longer than the GPU's start of one (``QUEUED_START_NS``: longer ones wait on other work),
+    where most kernel time is in tiny kernels: the GPU's own cost of starting each one."""
     if not _tiny_kernels(ev):
         return None
     k = ev.kernels
+    starts = _queued_starts(a)
     return _rec(
         a,
         "Fewer, larger kernels: the GPU idles between its tiny queued ones",
         ("queued",),
         (
-            f"the GPU sat idle {_ms(a.ns('queued'))} ({_share(a, 'queued')} of the step time) "
-            f"between kernels it already had queued: {k.tiny_time_ratio:.0%} of the kernel time "
-            f"is in kernels under {TINY_NS / 1000:g} us ({k.count:,} kernels), and each "
-            "costs the GPU its own start"
+            f"the GPU sat idle {_ms(starts)} ({_ratio(starts, a.wall_ns):.0%} of the step time) "
+            f"between kernels it already had queued, in stretches of at most "
+            f"{QUEUED_START_NS / 1000:g} us: {k.tiny_time_ratio:.0%} of the time of its "
+            f"{k.count:,} kernels is in kernels under {TINY_NS / 1000:g} us, and each costs the "
+            "GPU its own start"
         ),
         (
             "capture the step in a CUDA graph (torch.cuda.graphs, "
             "torch.compile(mode='reduce-overhead')): its kernels start back to back; fuse "
             "small ops (torch.compile), or use larger batches and layers"
         ),
+        saved=starts,
         tiny_time_ratio=round(k.tiny_time_ratio, 4),
         kernels=k.count,
-        bound="fewer or graphed kernels remove at most the idle between the queued kernels",
+        bound=(
+            "fewer or graphed kernels remove at most the queued idle in stretches of at most "
+            f"{QUEUED_START_NS / 1000:g} us"
+        ),
     )

@@ -525,9 +525,10 @@ for x, y in loader:
             "issued before the idle began) and at least ``KERNEL_GAPS_TINY_TIME_RATIO`` of the "
             "kernel time is in kernels under ``kernels.TINY_NS``: each kernel's start costs the "
             "GPU a gap of its own, longer than such a kernel takes to run. Its gain is that "
-            "idle, listed when it reaches ``MIN_GAIN_RATIO`` of the measured time. With fewer "
-            "tiny kernels the same idle is a dependency between streams or scheduling, and "
-            "``gpu_idle``'s."
+            "idle in the stretches of at most ``QUEUED_START_NS`` where no other process's "
+            "work held the GPU (a longer one waits on other work: fewer kernels would not "
+            "remove it), listed when it reaches ``MIN_GAIN_RATIO`` of the measured time. The "
+            "rest of ``queued``, and all of it with fewer tiny kernels, is ``gpu_idle``'s."
         ),
         buckets=("queued",),
         reads=(
@@ -551,9 +552,9 @@ loader = DataLoader(dataset, batch_size=4 * batch_size, num_workers=8, pin_memor
         example=Example(
             "h200_tiny_layers.sqlite",
             "150 tiny Linear+ReLU blocks: every kernel runs under 10 us",
-            "the GPU sat idle 59.8 ms (7% of the step time) between kernels it already had "
-            "queued: 100% of the kernel time is in kernels under 10 us (27,320 kernels), and "
-            "each costs the GPU its own start",
+            "the GPU sat idle 58.4 ms (7% of the step time) between kernels it already had "
+            "queued, in stretches of at most 20 us: 100% of the time of its 27,320 kernels is "
+            "in kernels under 10 us, and each costs the GPU its own start",
         ),
         pair=("h200_tiny_layers.sqlite", "h200_tiny_layers_graph.sqlite"),
     ),
@@ -1007,6 +1008,35 @@ for step, batch in enumerate(loader):
             "ms, readback 56.4 ms",
         ),
     ),
+    "shared_gpu": Page(
+        fires=(
+            "Another process's GPU work held the GPU between this process's own work "
+            "(``other_process``: the account cuts that time out of every idle cause), listed "
+            "when it reaches ``MIN_GAIN_RATIO`` of the measured time. Its gain is that time: "
+            "alone on its GPU, the process's work could have run then, and no more."
+        ),
+        buckets=("other_process",),
+        reads="the other processes' kernels, copies and memsets on the same GPU.",
+        evidence=("bound",),
+        fix=(
+            "Give each job a GPU of its own: nvidia-smi lists the processes on a GPU, "
+            "CUDA_VISIBLE_DEVICES picks the one a job sees. Where sharing is meant, partition "
+            "the GPU (MIG) so that each job gets its own share, not time slices."
+        ),
+        code="""\
+# nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+# One GPU per job:
+#   CUDA_VISIBLE_DEVICES=0 python train.py &
+#   CUDA_VISIBLE_DEVICES=1 python evaluate.py""",
+        confirm="``other_process`` is gone from the new capture's account.",
+        no_example=(
+            "no trace the project holds gives it: in the shared-GPU capture "
+            "(h200_shared_gpu.sqlite) the two processes' kernels run time-sliced, each kernel "
+            "recorded over the other's, so 0.4% and 1.4% of their steps are held apart from the "
+            "process's own work (``gpu_bound``'s shared-GPU lever names it there)"
+        ),
+        compared=False,
+    ),
     "profiler_overhead": Page(
         fires=(
             "The GPU idled while nsys did its own work in the process (buffer flushes, "
@@ -1042,8 +1072,9 @@ for step, batch in enumerate(loader):
     "gpu_idle": Page(
         fires=(
             "The GPU idled with work already queued but started late (dependencies between "
-            "streams, cudaStreamWaitEvent, scheduling: ``queued``) or in other CUDA calls "
-            "(``cuda_api``), listed when that reaches ``MIN_GAIN_RATIO`` of the measured time. "
+            "streams, cudaStreamWaitEvent, scheduling: ``queued``, less what ``kernel_gaps`` "
+            "reads) or in other CUDA calls (``cuda_api``), listed when that reaches "
+            "``MIN_GAIN_RATIO`` of the measured time. "
             "Also when no rule reaches that floor but the idle is ``GPU_BOUND_IDLE_RATIO`` of "
             "the step or more: the idle spread over several causes (every idle bucket, no gain)."
         ),

@@ -51,6 +51,7 @@ from nsysprobe.diagnose.host import (
     _os,
     _other_idle,
     _overhead,
+    _shared_gpu,
     _warmup,
 )
 from nsysprobe.diagnose.inputs import _cpu_optimizer, _loading
@@ -163,9 +164,10 @@ RULES = (
     ),
     Rule(
         "kernel_gaps",
-        "idle between kernels the GPU already had queued, where at least "
-        "``KERNEL_GAPS_TINY_TIME_RATIO`` of the kernel time is in tiny kernels: the GPU's own "
-        "cost of starting each (elsewhere that idle is gpu_idle's)",
+        "idle between kernels the GPU already had queued, in stretches of at most "
+        "``QUEUED_START_NS``, where at least ``KERNEL_GAPS_TINY_TIME_RATIO`` of the kernel "
+        "time is in tiny kernels: the GPU's own cost of starting each (longer stalls, and that "
+        "idle elsewhere, are gpu_idle's)",
         _kernel_gaps,
     ),
     Rule(
@@ -220,6 +222,12 @@ RULES = (
     ),
     STARTUP_IN_CAPTURE,
     PERIODIC_STEP,
+    Rule(
+        "shared_gpu",
+        "another process's GPU work held the GPU between this process's own work (a GPU "
+        "shared with another job): time this process gets back alone on its GPU",
+        _shared_gpu,
+    ),
     Rule(
         "profiler_overhead",
         "nsys's own overhead: the measurement, not the workload",

@@ -6,7 +6,6 @@ overlap per device (``overlap_figure``).
 
 from __future__ import annotations
 
-from nsysprobe.analyses.events import range_pattern
 from nsysprobe.analyses.timeline import Timeline
 from nsysprobe.render.sections import ms, pct
 from nsysprobe.render.svg import (
@@ -24,6 +23,7 @@ from nsysprobe.render.svg import (
     ticks,
 )
 from nsysprobe.report.analyze import Report
+from nsysprobe.trace.values import range_pattern
 
 STEPS_CHARTED = 40
 CHILD_PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
@@ -178,6 +178,7 @@ BUCKET_COLORS = {
     "cuda_api": "#cbca00",
     "queued": "#c2b3a3",
     "profiler_overhead": "#263a36",
+    "other_process": "#7a1e5b",
 }
 COPY_COLORS = ("#91d2a8", "#aad35c", "#9eb9ff")
 

@@ -9,7 +9,8 @@ first use) and returns its result; None when it has nothing to say (one rank has
 with the reason and ``fix``. That is the one way a missing input travels; what is wrong with
 the capture itself (records dropped, a range never closed) is the ``health`` analysis's
 findings, which the ``capture_incomplete`` verdict reads. Adding an analysis is a module in
-``nsysprobe/analyses/`` and a row here (and its section in ``render/sections.py``).
+``nsysprobe/analyses/`` and a row here (and its sections in ``render/step_sections.py`` or
+``render/gpu_sections.py``).
 """
 
 from __future__ import annotations
@@ -156,7 +157,9 @@ def _arrivals(run: Run):
 
 
 def _gaps(run: Run):
-    return analyze_gaps(run.events, run.found("account")) if _gpu(run) else Missing(NO_GPU)
+    if not _gpu(run):
+        return Missing(NO_GPU)
+    return analyze_gaps(run.events, run.found("account"), run.min_gap_ns)
 
 
 def _osrt(run: Run):

@@ -79,7 +79,7 @@ def rows_per_block(request, monkeypatch):
 
 
 def gaps_of(events, min_gap_ns: int):
-    return analyze_gaps(events, analyze_account(events, min_gap_ns=min_gap_ns))
+    return analyze_gaps(events, analyze_account(events, min_gap_ns=min_gap_ns), min_gap_ns)
 
 
 def test_busy_is_a_union_and_gaps_are_attributed(events, rows_per_block):
@@ -97,7 +97,7 @@ def test_busy_is_a_union_and_gaps_are_attributed(events, rows_per_block):
         ("loading", "get batch"): 2 * MS,
         ("launch", "cudaLaunchKernel"): 1 * MS,
     }
-    assert [(c.label, c.idle_ns) for c in g.by_cause] == [
+    assert [(c.cause, c.idle_ns) for c in g.by_cause] == [
         ("os_call", 8 * MS),
         ("loader_wait", 6 * MS),
         ("cpu", 5 * MS),

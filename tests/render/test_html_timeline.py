@@ -393,3 +393,45 @@ def test_a_gpu_with_two_streams_gets_a_row_of_their_union(build):
     union, kernels, copies = (iv.total(lane.busy.union) for lane in gpu)
     assert kernels == 3 * 40 * MS and copies == 3 * 30 * MS and union == 3 * 60 * MS
     assert gpu[0].busy.kinds == ("kernel", "memcpy HtoD")
+
+
+def test_a_thread_s_calls_are_coloured_by_the_account_s_categories(build):
+    """The CUDA API row speaks the step account's words (one classifier, ``calls.api_kind``):
+    an allocator call, a module load and a launch slow enough to be lazy loading each get
+    their own colour, as the account gives their idle its own cause (``allocator``,
+    ``module_loading``)."""
+    calls = [  # (name, start, length in ms), each followed by a kernel it issued
+        ("cudaStreamSynchronize", 2, 1),
+        ("cudaMemcpyAsync", 6, 1),
+        ("cudaMemsetAsync", 10, 1),
+        ("cudaMalloc", 14, 1),
+        ("cuModuleLoadData", 18, 1),
+        ("cudaLaunchKernel", 22, 3),  # over calls.SLOW_LAUNCH_NS: module loading
+        ("cudaLaunchKernel", 28, 0.01),
+        ("cudaEventRecord", 32, 1),
+    ]
+    expected = [
+        "cuda_sync",
+        "cuda_copy",
+        "cuda_copy",
+        "cuda_alloc",
+        "cuda_module",
+        "cuda_module",
+        "cuda_launch",
+        "cuda_other",
+    ]
+    ex = Export()
+    for step in range(3):
+        t0 = (1000 + step * 100) * MS
+        ex.nvtx(t0, t0 + 40 * MS, f"step {step}")
+        for name, at, length in calls:
+            corr = ex.api(t0 + at * MS, t0 + int((at + length) * MS), name)
+            end = t0 + int((at + length) * MS)
+            ex.kernel(end + MS // 2, end + MS, corr=corr)
+    report = nsysprobe.analyze(build(ex), timeline=True)
+    (api,) = [lane for lane in report.timeline.lanes if lane.title == "CUDA API"]
+    step_bars = [b for b in api.bars if b.start_ns < api.bars[0].start_ns + 40 * MS]
+    assert [(b.name, b.kind) for b in step_bars] == [
+        (name, kind) for (name, _, _), kind in zip(calls, expected)
+    ]
+    assert {"allocator", "module_loading"} <= {b.name for b in report.account.main.buckets}

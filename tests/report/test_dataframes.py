@@ -289,7 +289,8 @@ def test_account_step_and_bucket_frames_are_the_sql_windows_and_busy_time(case):
 
 def device_gaps(path, device: int, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> list[tuple[int, int]]:
     """The step account's gaps on ``device``: idle stretches between operations (one process
-    per trace here) within its steady steps, cut at their edges, longer than ``min_gap_ns``."""
+    per trace here) within its steady steps, cut at their edges, longer than ``min_gap_ns``;
+    none before the first operation or after the last (no work on one side)."""
     rows = []
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
         rows += query(path, f"SELECT start, end FROM {table} WHERE deviceId = ?", (device,))
@@ -298,8 +299,9 @@ def device_gaps(path, device: int, min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> list
     )
     _, wins, startup, final = windows(path)
     steady = wins[startup : len(wins) - final]
-    lo, hi = steady[0][1], steady[-1][2]
-    idle = minus([(lo, hi)], union(rows))
+    busy = union(rows)
+    lo, hi = max(steady[0][1], busy[0][0]), min(steady[-1][2], busy[-1][1])
+    idle = minus([(lo, hi)], busy)
     return [(s, e) for s, e in idle if e - s > min_gap_ns]
 
 
@@ -382,8 +384,9 @@ def test_gpu_devices_and_longest_gaps_are_the_sql_unions(case):
 def test_gaps_are_the_accounts_idle_over_the_threshold(trace, min_gap_ms):
     """--min-gap-ms chooses which of the account's idle stretches are listed (held to SQL:
     those of the steady steps, the init capture's start-up step left out), and changes no
-    bucket or recommendation; with 0, every idle stretch is a gap and the gaps' causes are the
-    account's idle buckets to the nanosecond."""
+    bucket or recommendation; with 0, every idle stretch between two pieces of GPU work is a
+    gap: the account's idle but for the stretches before the first piece and after the last,
+    each cause's gap time within its idle bucket."""
     path = SAMPLE_TRACES / trace
     report = nsysprobe.analyze(path, min_gap_ms=min_gap_ms)
     default = nsysprobe.analyze(path)
@@ -396,9 +399,19 @@ def test_gaps_are_the_accounts_idle_over_the_threshold(trace, min_gap_ms):
     assert report.recommendations == default.recommendations
     if min_gap_ms == 0:
         a = report.account.main
+        _, wins, startup, final = windows(path)
+        steady = wins[startup : len(wins) - final]
+        work = union(
+            [
+                row
+                for t in ("KERNEL", "MEMCPY", "MEMSET")
+                for row in query(path, f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{t}")
+            ]
+        )
+        edges = max(0, work[0][0] - steady[0][1]) + max(0, steady[-1][2] - work[-1][1])
+        assert report.gaps.gap_ns == a.idle_ns - edges == report.gaps.idle_ns - edges
         idle = {b.name: b.total_ns for b in a.buckets if b.kind == "idle"}
-        assert {c.label: c.idle_ns for c in report.gaps.by_cause} == idle
-        assert report.gaps.gap_ns == report.gaps.idle_ns == a.idle_ns
+        assert all(c.idle_ns <= idle[c.cause] for c in report.gaps.by_cause)
 
 
 def test_overlap_frame_is_the_sql_htod_copies_under_kernels(case):

@@ -43,6 +43,8 @@ by majority:
                        ``SLOW_LAUNCH_NS`` (lazy loading, JIT): start-up work in the capture
     cuda_api           other CUDA API calls (event records, stream waits, ...)
     cpu                the thread's own code, named by its innermost NVTX range
+    other_process      another process's work held the GPU (a shared GPU): whatever the
+                       thread did then, the GPU was not idle; it comes before every cause
 
 A call (a synchronize, a copy, an allocator call) "drained" the GPU when the thread was inside
 it, begun earlier, as the GPU went idle; the time from the call's start to that moment is how
@@ -74,7 +76,7 @@ is the input's, not a periodic event.
 # looked up in this package) read.
 from nsysprobe.analyses.account.causes import COMMUNICATION, COMPUTE, IDLE_CAUSES, MEMSET
 from nsysprobe.analyses.account.drains import KEPT_AFTER_DRAINS
-from nsysprobe.analyses.account.gap_sums import DEFAULT_MIN_GAP_NS
+from nsysprobe.analyses.account.gap_sums import DEFAULT_MIN_GAP_NS, QUEUED_START_NS
 from nsysprobe.analyses.account.idle import LAUNCH_GAP_NS, READBACK_MIN_BYTES
 from nsysprobe.analyses.account.model import (
     LIKE_SIZE,
@@ -98,6 +100,7 @@ __all__ = [
     "COMMUNICATION",
     "COMPUTE",
     "DEFAULT_MIN_GAP_NS",
+    "QUEUED_START_NS",
     "FIXED_WINDOWS",
     "IDLE_CAUSES",
     "KEPT_AFTER_DRAINS",

@@ -112,12 +112,14 @@ class IdleSpans:
 
 @dataclass(frozen=True)
 class IdleGaps:
-    """The idle stretches of the steady steps longer than ``min_gap_ns`` (from one
-    piece of the account's GPU work to the next, across step edges), in time order, with
-    their time by cause: what the gap tables list (``gaps.py``), in the account's words.
-    ``cause`` per gap: the index in ``IDLE_CAUSES`` of the cause holding most of it;
-    ``name`` the detail naming most of that cause's time in it (None when none does);
-    ``by_cause``: (cause, name, ns) over all the gaps, largest first."""
+    """The idle stretches of the steady steps longer than ``min_gap_ns`` (from one piece of
+    the account's GPU work to the next, across step edges, while no other process's work held
+    the device), in time order, with their time by cause: what the gap tables list
+    (``gaps.py``), in the account's words. ``cause`` per gap: the index in ``IDLE_CAUSES`` of
+    the cause holding most of it; ``name`` the detail naming most of that cause's time in it
+    (None when none does); ``by_cause``: (cause, name, ns) over all the gaps, largest first.
+    ``queued_start_ns``: the ``queued`` idle in the stretches of at most
+    ``gap_sums.QUEUED_START_NS`` (the GPU starting work it already had)."""
 
     min_gap_ns: int
     start_ns: np.ndarray
@@ -125,6 +127,7 @@ class IdleGaps:
     cause: np.ndarray
     name: np.ndarray
     by_cause: tuple[tuple[str, str | None, int], ...]
+    queued_start_ns: int = 0
 
     def __len__(self) -> int:
         return int(self.start_ns.size)

@@ -7,15 +7,8 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.account.arrays import _distinct_rows
-from nsysprobe.analyses.account.causes import (
-    _LAUNCH,
-    _MODULE,
-    COMMUNICATION,
-    COMPUTE,
-    MEMSET,
-    _api_category,
-)
-from nsysprobe.analyses.calls import SLOW_LAUNCH_NS
+from nsysprobe.analyses.account.causes import COMMUNICATION, COMPUTE, MEMSET
+from nsysprobe.analyses.calls import api_kind, slow_launches
 from nsysprobe.analyses.communication import collective_of, is_communication_kernel
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import api_name, columns_where, first_row_of
@@ -85,6 +78,20 @@ def _ops(ev: Events, pid: int, dev: int, nccl=None) -> Table:
     return Table(cols)
 
 
+def _others_work(ev: Events, pid: int, dev: int) -> iv.Intervals:
+    """The union of the other processes' GPU work on the device (empty when the process has
+    it alone): the device is not idle then, whatever this process waits for."""
+    if len(ev.device_pids.get(dev, ())) < 2:
+        return iv.union([], [])
+    parts = []
+    for df in (ev.kernels, ev.graphs, ev.memcpy, ev.memset):
+        if len(df):
+            on = (df["deviceId"] == dev) & (pid_of(df["globalPid"]) != pid)
+            f = columns_where(df, on, ("start", "end"))
+            parts.append(iv.union(f["start"], f["end"]))
+    return iv.union_of(parts) if parts else iv.union([], [])
+
+
 def _code(labels: list[str], label: str) -> int:
     if label not in labels:
         labels.append(label)
@@ -150,18 +157,13 @@ def _runtime(ev: Events, pid: int) -> Table:
     names = [api_name(ev.name_of(i)) for i in distinct.tolist()]
     labels = sorted(set(names))
     code_of = np.array([labels.index(n) for n in names], dtype=np.int32)
-    cat_of = np.array([_api_category(n) for n in names], dtype=np.int8)
+    cat_of = np.array([api_kind(n) for n in names], dtype=np.int8)
     which = np.searchsorted(distinct, ids)
     del ids
     cols["api"] = Labels(code_of[which], labels)
-    cat = cat_of[which]
-    del which
     starts = cols["start"]
-    slow = (cols["end"] - starts) > SLOW_LAUNCH_NS
-    # A launch that takes this long is lazy module loading or JIT, not launch overhead.
-    cat[slow & (cat == _LAUNCH)] = _MODULE
-    del slow
-    cols["cat"] = cat
+    cols["cat"] = slow_launches(cat_of[which], cols["end"] - starts)
+    del which
     out = Table(cols)
     if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
         out = out.take(np.argsort(starts, kind="stable"))

@@ -20,6 +20,7 @@ from nsysprobe.analyses.account.model import (
     IdleSpans,
     Readbacks,
 )
+from nsysprobe.analyses.account.ops import _others_work
 from nsysprobe.analyses.account.periodic import _periodic
 from nsysprobe.analyses.account.scope import Scope, _scope
 from nsysprobe.analyses.account.tally import _buckets, _details_by_bucket, _sum_into
@@ -109,6 +110,7 @@ def account(
     busy_names, (seg_s, seg_e, seg_k), layers, free = _busy(scope)
     busy_u = iv.union(seg_s, seg_e)
     idle_s, idle_e = iv.complement(busy_u, lo, hi)
+    first_work, last_work = (int(busy_u[0][0]), int(busy_u[1][-1])) if busy_u[0].size else (hi, hi)
     labels = list(busy_names) + list(IDLE_CAUSES)
     n_b = len(labels)
     # Per window and bucket; details per (bucket, text). Busy segments and idle pieces are
@@ -119,12 +121,17 @@ def account(
     _sum_into(scope, table, details, seg_s, seg_e, seg_k, None, None)
     del seg_s, seg_e, seg_k, busy_u
     readback_bytes, texts, pieces = _idle_pieces(scope, idle_s, idle_e, hi)
+    held = _others_work(scope.ev, scope.pid, scope.dev)
+    if held[0].size:
+        pieces = _held_apart(pieces, held)
     # The steady steps' pieces, kept when asked for (``Account.idle_spans``).
     kept: list[tuple[np.ndarray, ...]] = [(np.empty(0, np.int64),) * 3]
     steady_s, steady_e = scope.win_s[scope.steady], scope.win_e[scope.steady]
     lo_s = int(steady_s[0]) if steady_s.size else hi
     hi_s = int(steady_e[-1]) if steady_s.size else hi
-    gaps = GapSums(idle_s, idle_e, lo_s, hi_s, min_gap_ns)
+    # Gaps lie between two pieces of the process's GPU work, where no other process's work
+    # held the device.
+    gaps = GapSums(idle_s, idle_e, max(lo_s, first_work), min(hi_s, last_work), min_gap_ns, held)
     for p_s, p_e, cause, detail in pieces:
         _sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)
         gaps.add(p_s, p_e, cause, detail)
@@ -150,6 +157,21 @@ def account(
         spans,
     )
     return replace(made, idle_gaps=gaps.result(texts))
+
+
+def _held_apart(pieces, held: iv.Intervals):
+    """The idle pieces, a run at a time, with the time another process's work ``held`` the
+    device cut out of them as ``other_process`` (no detail)."""
+    other = IDLE_CAUSES.index("other_process")
+    for p_s, p_e, cause, detail in pieces:
+        q_s, q_e, origin, by = iv.split_by(p_s, p_e, held)
+        under = by >= 0
+        yield (
+            q_s,
+            q_e,
+            np.where(under, other, cause[origin]),
+            np.where(under, -1, detail[origin]),
+        )
 
 
 def _result(
