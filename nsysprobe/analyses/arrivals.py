@@ -1,3 +1,7 @@
+# Over 500 lines: one analysis read top to bottom (clocks, instances, rounds, verdicts). The
+# docstring below, which ``nsysprobe explain arrivals`` prints as it is, names its steps
+# (``_voted_offset``, ``_drift``, ``_bursts``), so they stay beside it; why a rank is late
+# is ``late_causes.py``.
 """Arrivals at the collectives: which rank came late, by how much, and who is the straggler.
 
 In synchronous data-parallel training every rank's step takes the same wall time: the ranks
@@ -46,11 +50,6 @@ that holds them up that much but not consistently is *late at times* (a periodic
 checkpoint on one rank); one consistently later by less is *slightly late*. Why a rank is late
 is in its own step account, against the other ranks' (``late_causes``).
 """
-
-# Over 500 lines: one analysis read top to bottom (clocks, instances, rounds, verdicts). The
-# docstring above, which ``nsysprobe explain arrivals`` prints as it is, names its steps
-# (``_voted_offset``, ``_drift``, ``_bursts``), so they stay beside it; why a rank is late
-# is ``late_causes.py``.
 
 from __future__ import annotations
 

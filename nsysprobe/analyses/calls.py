@@ -6,8 +6,8 @@
     cuda_alloc   cudaMalloc, cudaFree and the other allocator calls (``ALLOCATOR_PREFIXES``)
     cuda_launch  kernel and graph launches
     cuda_other   any other CUDA API call (event records, stream waits, ...)
-    cuda_module  loading CUDA modules (cu*Load*), and launches over ``SLOW_LAUNCH_NS`` (lazy
-                 loading or JIT)
+    cuda_module  loading, linking or compiling GPU code (``MODULE_PREFIXES``), and launches
+                 over ``SLOW_LAUNCH_NS`` (lazy loading or JIT)
     os_wait      blocking OS calls: poll, select, pthread_cond_wait, futex, read, ...
                  (waiting for DataLoader workers or I/O)
     os_call      other OS calls (munmap, mmap, open, ...)
@@ -100,6 +100,15 @@ ALLOCATOR_PREFIXES = (
     "cudaMemPool",
     "cuMemPool",
 )
+# Loading, linking or compiling GPU code (lazy module loading, JIT).
+MODULE_PREFIXES = (
+    "cuModuleLoad",
+    "cuLibraryLoad",
+    "cudaLibraryLoad",
+    "cuLink",
+    "nvrtc",
+    "nvJitLink",
+)
 # The categories of CUDA API calls, by code (``api_kind``), in the order a thread's nested
 # calls resolve (the outermost call wins).
 API_KINDS = ("cuda_sync", "cuda_copy", "cuda_alloc", "cuda_launch", "cuda_other", "cuda_module")
@@ -114,7 +123,7 @@ def api_kind(name: str) -> int:
         return API_SYNC
     if name in LAUNCH_APIS:
         return API_LAUNCH
-    if name.startswith(("cuModuleLoad", "cuLibraryLoad", "cudaLibraryLoad")):
+    if name.startswith(MODULE_PREFIXES):
         return API_MODULE
     if name.startswith(ALLOCATOR_PREFIXES):
         return API_ALLOC

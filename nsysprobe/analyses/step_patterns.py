@@ -55,7 +55,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from nsysprobe.analyses.account import Account
-from nsysprobe.analyses.calls import BIRTH_CALLS, SYNC_APIS
+from nsysprobe.analyses.calls import (
+    API_ALLOC,
+    API_MODULE,
+    API_SYNC,
+    BIRTH_CALLS,
+    api_kind,
+)
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import api_name, per_distinct
 from nsysprobe.common.frames import Tables
@@ -67,19 +73,8 @@ MIN_PATTERN_STEPS = 2
 # of the steps that repeat a set (a normal step makes none, or one at its end).
 SYNC_STORM_CALLS = 10
 STORM_RATIO = 4
-ALLOC_PREFIXES = (
-    "cudaMalloc",
-    "cudaFree",
-    "cuMemAlloc",
-    "cuMemFree",
-    "cuMemCreate",
-    "cuMemRelease",
-    "cuMemMap",
-    "cuMemUnmap",
-)
 # The verdicts, each also the id of its recommendation (``diagnose.patterns._step_pattern``).
 VERDICTS = ("autotuning", "recompilation")
-MODULE_PREFIXES = ("cuModuleLoad", "cuLibraryLoad", "cuLink", "nvrtc", "nvJitLink")
 # Kernel names: cuDNN's own (its trial kernels when it autotunes), and Triton's (Inductor's).
 CUDNN_KERNELS = r"(?i)cudnn|implicit_convolve|winograd|conv2d_|_engine$"
 TRITON_KERNELS = r"(?i)^triton"
@@ -285,16 +280,15 @@ def _kernel_sets(step: np.ndarray, name: np.ndarray, n: int):
 
 
 def _api_kind(raw: str) -> int:
+    """What a step's call counts as (the categories of ``calls.api_kind``): a timing or
+    other synchronization, a device allocation (not of host memory), loading GPU code."""
     name = api_name(raw)
-    if name in TIMING_SYNCS:
-        return _TIMING
-    if name in SYNC_APIS:
-        return _SYNC
-    if name.startswith(ALLOC_PREFIXES) and "Host" not in name:
+    kind = api_kind(name)
+    if kind == API_SYNC:
+        return _TIMING if name in TIMING_SYNCS else _SYNC
+    if kind == API_ALLOC and "Host" not in name:
         return _ALLOC
-    if name.startswith(MODULE_PREFIXES):
-        return _MODULE
-    return _OTHER
+    return _MODULE if kind == API_MODULE else _OTHER
 
 
 def _median(values) -> float:

@@ -1,3 +1,5 @@
+# Over 500 lines: a catalogue of text, one page per recommendation id read top to bottom, and
+# nothing else.
 """Each recommendation id's page (nsysprobe explain ID): when its rule fires, what it reads
 and writes, the fix, an example from a real trace, and how to confirm that the fix worked.
 
@@ -10,9 +12,6 @@ modules) and as module.NAME for those of ``nsysprobe/analyses/`` (windows.PERIOD
 the trace is absent (an installed wheel holds no ``sample_traces/``); where it is present the
 page analyzes it instead, and ``tests/report/test_explain_pages.py`` holds every kept line,
 evidence key and threshold to a fresh analysis.
-
-A catalogue of text, one page per id read top to bottom, and nothing else: hence one module
-over the size of the others.
 """
 
 from __future__ import annotations
@@ -843,8 +842,10 @@ torch._dynamo.mark_dynamic(tokens, 1)  # dim 1 (the sequence length) varies
     ),
     "warmup_in_capture": Page(
         fires=(
-            "The GPU idled while CUDA loaded modules inside the captured steps: ``cu*Load*`` calls "
-            "and launches over ``calls.SLOW_LAUNCH_NS`` (lazy loading, JIT): "
+            "The GPU idled while CUDA loaded modules inside the captured steps: calls that "
+            "load, link or compile GPU code (``cuModuleLoad*``, ``cuLibraryLoad*``, "
+            "``cuLink*``, ``nvrtc*``, ``nvJitLink*``) and launches over "
+            "``calls.SLOW_LAUNCH_NS`` (lazy loading, JIT): "
             "``module_loading``, listed when it reaches ``MIN_GAIN_RATIO`` of the measured time."
         ),
         buckets=("module_loading",),

@@ -1,4 +1,4 @@
-# One module, though past 500 lines: the bounds the docstring lists, the walk that spends them
+# Over 500 lines: the bounds the docstring lists, the walk that spends them
 # (``_Walk``: one budget shared by every read of one report) and the verdict it gives each
 # entry are one piece of reasoning; split, the bounds and the reads that spend them would be
 # read in different files.

@@ -1,3 +1,7 @@
+# Over 500 lines: one procedure read top to bottom (``_Copy``: open the export, create the
+# allow-listed tables, copy each in blocks through the scrubber, publish), with the limits that
+# guard every write of it (growth, disk, file size, signals) beside the writes they bound;
+# what each value becomes is ``scrub_values.py``, the secrets ``secrets/``.
 """Scrub an export before sharing it: a new database holding only what nsysprobe reads.
 
 nsys stores far more in a report than its events: the profiled process's whole environment

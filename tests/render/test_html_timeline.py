@@ -409,6 +409,7 @@ def test_a_thread_s_calls_are_coloured_by_the_account_s_categories(build):
         ("cudaLaunchKernel", 22, 3),  # over calls.SLOW_LAUNCH_NS: module loading
         ("cudaLaunchKernel", 28, 0.01),
         ("cudaEventRecord", 32, 1),
+        ("cuLinkComplete", 35, 1),  # JIT linking: module loading too
     ]
     expected = [
         "cuda_sync",
@@ -419,6 +420,7 @@ def test_a_thread_s_calls_are_coloured_by_the_account_s_categories(build):
         "cuda_module",
         "cuda_launch",
         "cuda_other",
+        "cuda_module",
     ]
     ex = Export()
     for step in range(3):
@@ -434,4 +436,8 @@ def test_a_thread_s_calls_are_coloured_by_the_account_s_categories(build):
     assert [(b.name, b.kind) for b in step_bars] == [
         (name, kind) for (name, _, _), kind in zip(calls, expected)
     ]
-    assert {"allocator", "module_loading"} <= {b.name for b in report.account.main.buckets}
+    buckets = {b.name: b for b in report.account.main.buckets}
+    assert "allocator" in buckets
+    assert {"cuModuleLoadData", "cuLinkComplete"} <= {
+        d.name for d in buckets["module_loading"].details
+    }

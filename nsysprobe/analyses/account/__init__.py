@@ -39,8 +39,9 @@ by majority:
     loader_wait        blocking OS calls (poll, futex, ...) before such a copy: waiting for
                        DataLoader workers or I/O
     os_call, os_wait   other OS-runtime calls (munmap, mmap, ...; and waits) of the thread
-    module_loading     loading CUDA modules: ``cu*Load*`` calls and launches over
-                       ``SLOW_LAUNCH_NS`` (lazy loading, JIT): start-up work in the capture
+    module_loading     loading, linking or compiling GPU code (``calls.MODULE_PREFIXES``)
+                       and launches over ``SLOW_LAUNCH_NS`` (lazy loading, JIT): start-up
+                       work in the capture
     cuda_api           other CUDA API calls (event records, stream waits, ...)
     cpu                the thread's own code, named by its innermost NVTX range
     other_process      another process's work held the GPU (a shared GPU): whatever the
