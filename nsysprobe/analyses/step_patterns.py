@@ -77,7 +77,7 @@ ALLOC_PREFIXES = (
     "cuMemMap",
     "cuMemUnmap",
 )
-# The verdicts, each also the id of its recommendation (``diagnose.patterns._step_pattern``).
+# The verdicts, each also the id of its recommendation (``diagnose.patterns.step_pattern``).
 VERDICTS = ("autotuning", "recompilation")
 MODULE_PREFIXES = ("cuModuleLoad", "cuLibraryLoad", "cuLink", "nvrtc", "nvJitLink")
 # Kernel names: cuDNN's own (its trial kernels when it autotunes), and Triton's (Inductor's).
