@@ -73,7 +73,7 @@ MIN_PATTERN_STEPS = 2
 # of the steps that repeat a set (a normal step makes none, or one at its end).
 SYNC_STORM_CALLS = 10
 STORM_RATIO = 4
-# The verdicts, each also the id of its recommendation (``diagnose.patterns._step_pattern``).
+# The verdicts, each also the id of its recommendation (``diagnose.patterns.step_pattern``).
 VERDICTS = ("autotuning", "recompilation")
 # Kernel names: cuDNN's own (its trial kernels when it autotunes), and Triton's (Inductor's).
 CUDNN_KERNELS = r"(?i)cudnn|implicit_convolve|winograd|conv2d_|_engine$"

@@ -1,7 +1,7 @@
 """What every rule module of the diagnosis shares: the evidence it reads, what a rule finds
 (``Outcome``) and the recommendation its row (``Rule``) makes of it, the floors every rule
 shares, and the helpers that write a rule's reason and evidence from the step account's
-buckets (``_rec``, ``_evidence``)."""
+buckets (``rec``, ``bucket_evidence``)."""
 
 from __future__ import annotations
 
@@ -98,22 +98,22 @@ class Rule:
         return None if found is None else self.made(found)
 
 
-def _ratio(ns: float, base: int) -> float:
+def ratio(ns: float, base: int) -> float:
     return max(0.0, min(1.0, ns / base)) if base else 0.0
 
 
-def _ms(ns: float) -> str:
+def ms_text(ns: float) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-def _top(a: Account, *names: str, n: int = 3) -> str:
+def top(a: Account, *names: str, n: int = 3) -> str:
     details = sorted(
         (d for name in names if (b := a.bucket(name)) for d in b.details), key=lambda d: -d.ns
     )
-    return ", ".join(f"{d.name} {_ms(d.ns)}" for d in details[:n]) or "none recorded"
+    return ", ".join(f"{d.name} {ms_text(d.ns)}" for d in details[:n]) or "none recorded"
 
 
-def _evidence(a: Account, *names: str, **extra) -> dict:
+def bucket_evidence(a: Account, *names: str, **extra) -> dict:
     out: dict[str, float | int | str] = {
         "account": f"process {a.pid}, GPU {a.device_id}",
         "steps": a.step_count,
@@ -124,12 +124,12 @@ def _evidence(a: Account, *names: str, **extra) -> dict:
         out[f"{name}_ns"] = a.ns(name)
         b = a.bucket(name)
         out[f"{name}_median_per_step_ns"] = b.median_ns if b else 0
-    out["details"] = _top(a, *names)
+    out["details"] = top(a, *names)
     out.update(extra)
     return out
 
 
-def _rec(
+def rec(
     a: Account,
     title: str,
     names: tuple[str, ...],
@@ -139,7 +139,7 @@ def _rec(
     **extra,
 ) -> Outcome | None:
     """What a rule that reads the buckets ``names`` found: at most their time saved, the
-    evidence ``_evidence`` writes (and ``extra``), and the floor every rule shares."""
+    evidence ``bucket_evidence`` writes (and ``extra``), and the floor every rule shares."""
     total = sum(a.ns(n) for n in names)
     saved = total if saved is None else min(saved, total)
     if saved <= 0:
@@ -147,17 +147,17 @@ def _rec(
     return Outcome(
         title=title,
         reason=reason,
-        expected_gain_ratio=_ratio(saved, a.wall_ns),
+        expected_gain_ratio=ratio(saved, a.wall_ns),
         saved_ns=int(saved),
         advice=advice,
-        evidence=_evidence(a, *names, **extra),
+        evidence=bucket_evidence(a, *names, **extra),
         thresholds={"min_gain_ratio": MIN_GAIN_RATIO},
     )
 
 
-def _share(a: Account, *names: str) -> str:
-    return f"{_ratio(sum(a.ns(n) for n in names), a.wall_ns):.0%}"
+def share_text(a: Account, *names: str) -> str:
+    return f"{ratio(sum(a.ns(n) for n in names), a.wall_ns):.0%}"
 
 
-def _names(a: Account, *buckets: str) -> list[str]:
+def detail_names(a: Account, *buckets: str) -> list[str]:
     return [d.name for b in buckets if (bucket := a.bucket(b)) for d in bucket.details]

@@ -10,10 +10,10 @@ from nsysprobe.analyses.late_causes import late_causes
 from nsysprobe.diagnose.common import (
     Evidence,
     Outcome,
-    _ms,
-    _ratio,
-    _rec,
-    _share,
+    ms_text,
+    ratio,
+    rec,
+    share_text,
 )
 
 
@@ -27,7 +27,7 @@ def _waited(ev: Evidence, a: Account) -> tuple[int, list]:
     return (min(me.waited_ns, a.ns("communication")) if late else 0), late
 
 
-def _late_rank(ev: Evidence, a: Account) -> Outcome | None:
+def late_rank(ev: Evidence, a: Account) -> Outcome | None:
     waited, late = _waited(ev, a)
     if not waited:
         return None
@@ -49,17 +49,17 @@ def _late_rank(ev: Evidence, a: Account) -> Outcome | None:
             held,
         )
     why = (
-        f"{worst.label} is late: {causes[0].what} ({_ms(causes[0].ns_per_step)} per step vs the "
-        f"others' {_ms(causes[0].others_ns_per_step)})"
+        f"{worst.label} is late: {causes[0].what} ({ms_text(causes[0].ns_per_step)} per step "
+        f"vs the others' {ms_text(causes[0].others_ns_per_step)})"
         if causes
         else f"{worst.label}'s own account shows no bucket above the other ranks'"
     )
-    return _rec(
+    return rec(
         a,
         f"Fix the rank the others wait for: {worst.label}",
         ("communication",),
         (
-            f"this rank's NCCL kernels waited {_ms(waited)} ({_ratio(waited, a.wall_ns):.0%} of "
+            f"this rank's NCCL kernels waited {ms_text(waited)} ({ratio(waited, a.wall_ns):.0%} of "
             f"the step time) for {worst.label}, the latest at the collectives in "
             f"{worst.last_rounds} of {worst.rounds} rounds; {why}"
         ),
@@ -74,24 +74,24 @@ def _late_rank(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _communication(ev: Evidence, a: Account) -> Outcome | None:
+def communication(ev: Evidence, a: Account) -> Outcome | None:
     waited, late = _waited(ev, a)
     each = "; ".join(
-        f"{c.name} x{c.count}: {_ms(c.exposed_ns)} exposed of {_ms(c.total_ns)}"
+        f"{c.name} x{c.count}: {ms_text(c.exposed_ns)} exposed of {ms_text(c.total_ns)}"
         for c in a.collectives[:3]
     )
     wait_note = (
-        f"; {_ms(waited)} of it waiting for {late[0].label} (see late_rank)" if waited else ""
+        f"; {ms_text(waited)} of it waiting for {late[0].label} (see late_rank)" if waited else ""
     )
     hideable = min(a.ns("communication") - waited, a.hideable_ns.get("communication", 0))
-    return _rec(
+    return rec(
         a,
         "Hide communication behind compute",
         ("communication",),
         (
-            f"NCCL work ran {_ms(a.ns('communication'))} with no compute kernel running "
-            f"({_share(a, 'communication')} of the step time; "
-            f"{_ms(a.communication_overlapped_ns)} of {_ms(a.communication_ns)} overlapped)"
+            f"NCCL work ran {ms_text(a.ns('communication'))} with no compute kernel running "
+            f"({share_text(a, 'communication')} of the step time; "
+            f"{ms_text(a.communication_overlapped_ns)} of {ms_text(a.communication_ns)} overlapped)"
             + (f": {each}" if each else "")
             + wait_note
         ),
@@ -113,20 +113,21 @@ def _communication(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _communication_bound(ev: Evidence, a: Account) -> Outcome | None:
+def communication_bound(ev: Evidence, a: Account) -> Outcome | None:
     waited, _ = _waited(ev, a)
     exposed = a.ns("communication") - waited
     rest = exposed - min(exposed, a.hideable_ns.get("communication", 0))
     if rest <= 0:
         return None
-    return _rec(
+    return rec(
         a,
         "The job is communication-bound: move fewer bytes per sample",
         ("communication",),
         (
-            f"NCCL work ran {_ms(exposed)} with no compute kernel running "
-            f"({_share(a, 'communication')} of the step time) against {_ms(a.ns('compute'))} "
-            f"of compute: overlap can hide no more than the compute, so {_ms(rest)} is the "
+            f"NCCL work ran {ms_text(exposed)} with no compute kernel running "
+            f"({share_text(a, 'communication')} of the step time) against "
+            f"{ms_text(a.ns('compute'))} of compute: overlap can hide no more than the compute, "
+            f"so {ms_text(rest)} is the "
             "communication's own"
         ),
         (

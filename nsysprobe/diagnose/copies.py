@@ -10,10 +10,10 @@ from nsysprobe.analyses.account import Account
 from nsysprobe.diagnose.common import (
     Evidence,
     Outcome,
-    _ms,
-    _rec,
-    _share,
-    _top,
+    ms_text,
+    rec,
+    share_text,
+    top,
 )
 from nsysprobe.diagnose.inputs import WEIGHT_WORDS
 
@@ -29,7 +29,7 @@ PINNED_SPEEDUP_ASSUMED = 2.0
 PAGEABLE_HTOD = "memcpy HtoD Pageable"
 
 
-def _pinned_applies(ev: Evidence, a: Account) -> bool:
+def pinned_applies(ev: Evidence, a: Account) -> bool:
     return bool(a.htod.pageable_count and a.ns(PAGEABLE_HTOD))
 
 
@@ -57,8 +57,8 @@ def _pinned_kept(a: Account) -> float:
     return pageable_gbps / pinned_gbps if pinned_gbps else 1.0
 
 
-def _pinned(ev: Evidence, a: Account) -> Outcome | None:
-    if not _pinned_applies(ev, a):
+def pinned_memory(ev: Evidence, a: Account) -> Outcome | None:
+    if not pinned_applies(ev, a):
         return None
     bucket, c = PAGEABLE_HTOD, a.htod
     mean_bytes = c.pageable_bytes / c.pageable_count
@@ -67,7 +67,7 @@ def _pinned(ev: Evidence, a: Account) -> Outcome | None:
     # The exposed copy time shrinks to the pinned rate's share; the blocking goes.
     saved = a.ns(bucket) * (1 - kept) + a.ns("blocking_copy")
     small = mean_bytes < MIN_COPY_BYTES
-    return _rec(
+    return rec(
         a,
         "Pin host memory and copy with non_blocking=True",
         (bucket, "blocking_copy"),
@@ -75,9 +75,10 @@ def _pinned(ev: Evidence, a: Account) -> Outcome | None:
             f"{c.pageable_count} host-to-device copies ({c.pageable_bytes / 1e9:.2f} GB, "
             f"{mean_bytes / 1e6:.2f} MB each on average) came from pageable memory at "
             f"{pageable_gbps:.1f} GB/s against {pinned_gbps:.1f} GB/s pinned ({source}); "
-            f"{_ms(a.ns(bucket))} of copy time ran with no kernel ({_share(a, bucket)} of the "
-            f"step time) and the thread was blocked {_ms(a.ns('blocking_copy'))} in them"
-            + (f" ({_top(a, 'blocking_copy')})" if a.ns("blocking_copy") else "")
+            f"{ms_text(a.ns(bucket))} of copy time ran with no kernel "
+            f"({share_text(a, bucket)} of the step time) and the thread was blocked "
+            f"{ms_text(a.ns('blocking_copy'))} in them"
+            + (f" ({top(a, 'blocking_copy')})" if a.ns("blocking_copy") else "")
         ),
         (
             "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); pinned "
@@ -100,20 +101,20 @@ def _pinned(ev: Evidence, a: Account) -> Outcome | None:
 PINNED_HTOD = "memcpy HtoD Pinned"
 
 
-def _pipelining(ev: Evidence, a: Account) -> Outcome | None:
+def pipelining(ev: Evidence, a: Account) -> Outcome | None:
     t = ev.transfers
     bucket = PINNED_HTOD
     if t is None or not a.ns(bucket):
         return None
     hideable = a.hideable_ns.get(bucket, 0)
-    return _rec(
+    return rec(
         a,
         "Copy the next batch while this one computes",
         (bucket,),
         (
-            f"{_ms(a.ns(bucket))} of pinned host-to-device copy time ran with no kernel "
-            f"running ({_share(a, bucket)} of the step time): copies and compute take turns; "
-            f"overlap can hide {_ms(hideable)} of it, the compute each step has that does "
+            f"{ms_text(a.ns(bucket))} of pinned host-to-device copy time ran with no kernel "
+            f"running ({share_text(a, bucket)} of the step time): copies and compute take turns; "
+            f"overlap can hide {ms_text(hideable)} of it, the compute each step has that does "
             "not already run under copies"
         ),
         (
@@ -127,12 +128,12 @@ def _pipelining(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _copy_bound(ev: Evidence, a: Account) -> Outcome | None:
+def copy_bound(ev: Evidence, a: Account) -> Outcome | None:
     # Pinned copies beyond what compute can hide; pageable ones, once pinned (the rest of
     # their time: pinned_memory takes the part pinning saves), beyond the same.
     pinned = a.ns(PINNED_HTOD) - a.hideable_ns.get(PINNED_HTOD, 0)
     pageable = 0.0
-    if _pinned_applies(ev, a):
+    if pinned_applies(ev, a):
         pageable = a.ns(PAGEABLE_HTOD) * _pinned_kept(a) - a.hideable_ns.get(PAGEABLE_HTOD, 0)
     rest = max(0.0, pinned) + max(0.0, pageable)
     if rest <= 0:
@@ -143,9 +144,10 @@ def _copy_bound(ev: Evidence, a: Account) -> Outcome | None:
     weights = bool(re.search(WEIGHT_WORDS, where))
     compute = a.ns("compute")
     reason = (
-        f"{_ms(exposed)} of host-to-device copies ran with no kernel running "
-        f"({_share(a, *buckets)} of the step time) against {_ms(compute)} of compute: overlap "
-        f"can hide no more than the compute not already under copies, so {_ms(rest)} is the "
+        f"{ms_text(exposed)} of host-to-device copies ran with no kernel running "
+        f"({share_text(a, *buckets)} of the step time) against {ms_text(compute)} of compute: "
+        f"overlap can hide no more than the compute not already under copies, so "
+        f"{ms_text(rest)} is the "
         f"copies' own (pageable ones at the pinned rate); most issued in '{where}'"
     )
     if weights:
@@ -162,7 +164,7 @@ def _copy_bound(ev: Evidence, a: Account) -> Outcome | None:
             "lower precision (uint8 images, bf16 features) and convert on the GPU, or do the "
             "preprocessing on the GPU from the raw data"
         )
-    return _rec(
+    return rec(
         a,
         title,
         buckets,
@@ -179,20 +181,20 @@ def _dtoh_buckets(a: Account) -> tuple[str, ...]:
     return tuple(b.name for b in a.buckets if b.name.startswith("memcpy DtoH"))
 
 
-def _device_to_host(ev: Evidence, a: Account) -> Outcome | None:
+def device_to_host(ev: Evidence, a: Account) -> Outcome | None:
     r = a.readbacks
     if not r.count:
         return None
     names = ("readback", *_dtoh_buckets(a))
-    return _rec(
+    return rec(
         a,
         "Keep the work on the GPU instead of reading it back",
         names,
         (
             f"{r.count} blocking device-to-host copies ({r.median_bytes / 1e6:.1f} MB each, "
             f"median) drained the GPU, which then sat idle while the host worked on the data: "
-            f"{_ms(a.ns('readback'))} idle and {_ms(sum(a.ns(n) for n in names[1:]))} of "
-            f"exposed copy time ({_share(a, *names)} of the step time)"
+            f"{ms_text(a.ns('readback'))} idle and {ms_text(sum(a.ns(n) for n in names[1:]))} of "
+            f"exposed copy time ({share_text(a, *names)} of the step time)"
         ),
         (
             "compute the statistic on the GPU (torch ops instead of numpy) and read back only "

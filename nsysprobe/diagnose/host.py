@@ -12,14 +12,14 @@ from nsysprobe.analyses.kernels import TINY_NS
 from nsysprobe.diagnose.common import (
     Evidence,
     Outcome,
-    _ms,
-    _ratio,
-    _rec,
-    _share,
-    _top,
+    ms_text,
+    ratio,
+    rec,
+    share_text,
+    top,
 )
-from nsysprobe.diagnose.copies import _pinned_applies
-from nsysprobe.diagnose.inputs import _loading_has_a_rule
+from nsysprobe.diagnose.copies import pinned_applies
+from nsysprobe.diagnose.inputs import loading_has_a_rule
 
 # Where at least this share of the kernel time is in tiny kernels (``kernels.TINY_NS``), the
 # idle between kernels already queued is the GPU's own cost per kernel (kernel_gaps), not a
@@ -27,16 +27,17 @@ from nsysprobe.diagnose.inputs import _loading_has_a_rule
 KERNEL_GAPS_TINY_TIME_RATIO = 0.5
 
 
-def _host_sync(ev: Evidence, a: Account) -> Outcome | None:
+def host_sync(ev: Evidence, a: Account) -> Outcome | None:
     # Blocking copies that are not pageable batch copies are synchronizations too.
-    names = ("sync",) if _pinned_applies(ev, a) else ("sync", "blocking_copy")
-    return _rec(
+    names = ("sync",) if pinned_applies(ev, a) else ("sync", "blocking_copy")
+    return rec(
         a,
         "Remove synchronizations from the step",
         names,
         (
-            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
-            f"step time) after synchronizing calls drained it: {_top(a, *names)}"
+            f"the GPU sat idle {ms_text(sum(a.ns(n) for n in names))} "
+            f"({share_text(a, *names)} of the step time) after synchronizing calls drained it: "
+            f"{top(a, *names)}"
         ),
         (
             "avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() inside the step; "
@@ -47,15 +48,15 @@ def _host_sync(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _allocator(ev: Evidence, a: Account) -> Outcome | None:
-    return _rec(
+def allocator(ev: Evidence, a: Account) -> Outcome | None:
+    return rec(
         a,
         "Stop freeing and reallocating GPU memory every step",
         ("allocator",),
         (
-            f"the GPU sat idle {_ms(a.ns('allocator'))} ({_share(a, 'allocator')} of the step "
-            f"time) in memory allocation and release: {_top(a, 'allocator')} (cudaFree waits "
-            f"for the GPU to finish)"
+            f"the GPU sat idle {ms_text(a.ns('allocator'))} ({share_text(a, 'allocator')} of "
+            f"the step time) in memory allocation and release: {top(a, 'allocator')} "
+            f"(cudaFree waits for the GPU to finish)"
         ),
         (
             "drop torch.cuda.empty_cache() from the loop, keep tensor shapes static (pad or "
@@ -64,14 +65,14 @@ def _allocator(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _launch(ev: Evidence, a: Account) -> Outcome | None:
-    return _rec(
+def launch(ev: Evidence, a: Account) -> Outcome | None:
+    return rec(
         a,
         "Launch fewer, larger kernels",
         ("launch",),
         (
-            f"the GPU sat idle {_ms(a.ns('launch'))} ({_share(a, 'launch')} of the step time) "
-            f"between kernel launches: each launch takes longer than the kernel it queues"
+            f"the GPU sat idle {ms_text(a.ns('launch'))} ({share_text(a, 'launch')} of the step "
+            f"time) between kernel launches: each launch takes longer than the kernel it queues"
         ),
         (
             "capture the step in a CUDA graph (torch.cuda.graphs, "
@@ -81,21 +82,21 @@ def _launch(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _cpu(ev: Evidence, a: Account) -> Outcome | None:
+def cpu(ev: Evidence, a: Account) -> Outcome | None:
     # With no input pipeline in the trace, the code before an upload is the thread's own work.
-    names = ("cpu",) if _loading_has_a_rule(a) else ("cpu", "loading")
+    names = ("cpu",) if loading_has_a_rule(a) else ("cpu", "loading")
     details = sorted(
         (d for n in names if (b := a.bucket(n)) for d in b.details), key=lambda d: -d.ns
     )
     where = details[0].name if details else "its code"
     idle = sum(a.ns(n) for n in names)
-    return _rec(
+    return rec(
         a,
         "Move the training thread's own work off the critical path",
         names,
         (
-            f"the GPU sat idle {_ms(idle)} ({_share(a, *names)} of the step time) while "
-            f"the training thread ran its own code, mostly in '{where}' ({_top(a, *names)})"
+            f"the GPU sat idle {ms_text(idle)} ({share_text(a, *names)} of the step time) while "
+            f"the training thread ran its own code, mostly in '{where}' ({top(a, *names)})"
         ),
         (
             f"make '{where}' cheaper or run it less often (every N steps, in another thread or "
@@ -105,18 +106,19 @@ def _cpu(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _os(ev: Evidence, a: Account) -> Outcome | None:
+def os_runtime_stall(ev: Evidence, a: Account) -> Outcome | None:
     # Blocking calls before an upload wait for a loader only where there is one.
     names = (
-        ("os_call", "os_wait") if _loading_has_a_rule(a) else ("os_call", "os_wait", "loader_wait")
+        ("os_call", "os_wait") if loading_has_a_rule(a) else ("os_call", "os_wait", "loader_wait")
     )
-    return _rec(
+    return rec(
         a,
         "The training thread stalls in OS calls",
         names,
         (
-            f"the GPU sat idle {_ms(sum(a.ns(n) for n in names))} ({_share(a, *names)} of the "
-            f"step time) while the training thread was inside OS calls: {_top(a, *names)}"
+            f"the GPU sat idle {ms_text(sum(a.ns(n) for n in names))} "
+            f"({share_text(a, *names)} of the step time) while the training thread was inside "
+            f"OS calls: {top(a, *names)}"
         ),
         (
             "munmap/mmap: large buffers returned to the OS and mapped again each step: reuse "
@@ -126,14 +128,15 @@ def _os(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _warmup(ev: Evidence, a: Account) -> Outcome | None:
-    return _rec(
+def warmup(ev: Evidence, a: Account) -> Outcome | None:
+    return rec(
         a,
         "Capture steady-state steps, after warm-up",
         ("module_loading",),
         (
-            f"the GPU sat idle {_ms(a.ns('module_loading'))} ({_share(a, 'module_loading')} of "
-            f"the time) while CUDA loaded modules ({_top(a, 'module_loading')}): start-up work, "
+            f"the GPU sat idle {ms_text(a.ns('module_loading'))} "
+            f"({share_text(a, 'module_loading')} of the time) while CUDA loaded modules "
+            f"({top(a, 'module_loading')}): start-up work, "
             f"not the steady state"
         ),
         (
@@ -144,15 +147,16 @@ def _warmup(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _overhead(ev: Evidence, a: Account) -> Outcome | None:
-    return _rec(
+def overhead(ev: Evidence, a: Account) -> Outcome | None:
+    return rec(
         a,
         "Much of the idle is nsys's own overhead: capture with less instrumentation",
         ("profiler_overhead",),
         (
             f"nsys's own overhead (buffer flushes, instrumentation) covers "
-            f"{_ms(a.ns('profiler_overhead'))} of idle ({_share(a, 'profiler_overhead')} of the "
-            f"step time): the measurement, not the workload"
+            f"{ms_text(a.ns('profiler_overhead'))} of idle "
+            f"({share_text(a, 'profiler_overhead')} of the step time): the measurement, not the "
+            f"workload"
         ),
         (
             "capture fewer event kinds or a shorter range (e.g. --trace=cuda,nvtx), or "
@@ -161,34 +165,34 @@ def _overhead(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _other_idle(ev: Evidence, a: Account) -> Outcome | None:
+def other_idle(ev: Evidence, a: Account) -> Outcome | None:
     # The GPU's own start of queued tiny kernels is kernel_gaps'; the rest of queued is here.
     starts = _queued_starts(a) if _tiny_kernels(ev) else 0
     names = ("queued", "cuda_api")
     left = sum(a.ns(n) for n in names) - starts
-    return _rec(
+    return rec(
         a,
         "The GPU idles with no canned fix",
         names,
         (
-            f"the GPU sat idle {_ms(left)} ({_ratio(left, a.wall_ns):.0%} of the step time) "
+            f"the GPU sat idle {ms_text(left)} ({ratio(left, a.wall_ns):.0%} of the step time) "
             "with work already queued but started late (dependencies between streams, "
-            f"cudaStreamWaitEvent, scheduling) or in other CUDA calls: {_top(a, *names)}"
+            f"cudaStreamWaitEvent, scheduling) or in other CUDA calls: {top(a, *names)}"
         ),
         "no canned fix: look at the streams and events around these gaps in the timeline",
         saved=left,
     )
 
 
-def _shared_gpu(ev: Evidence, a: Account) -> Outcome | None:
+def shared_gpu(ev: Evidence, a: Account) -> Outcome | None:
     """Another process's work held the GPU while this one's waited (``other_process``)."""
-    return _rec(
+    return rec(
         a,
         "Run the job alone on its GPU: another process's work held it",
         ("other_process",),
         (
-            f"another process's GPU work held the GPU {_ms(a.ns('other_process'))} "
-            f"({_share(a, 'other_process')} of the step time) while this process's own work "
+            f"another process's GPU work held the GPU {ms_text(a.ns('other_process'))} "
+            f"({share_text(a, 'other_process')} of the step time) while this process's own work "
             "waited or its thread had none ready"
         ),
         (
@@ -212,7 +216,7 @@ def _tiny_kernels(ev: Evidence) -> bool:
     return k is not None and k.tiny_time_ratio >= KERNEL_GAPS_TINY_TIME_RATIO
 
 
-def _kernel_gaps(ev: Evidence, a: Account) -> Outcome | None:
+def kernel_gaps(ev: Evidence, a: Account) -> Outcome | None:
     """The idle between kernels the GPU already had queued (``queued``), in stretches no
     longer than the GPU's start of one (``QUEUED_START_NS``: longer ones wait on other work),
     where most kernel time is in tiny kernels: the GPU's own cost of starting each one."""
@@ -220,12 +224,12 @@ def _kernel_gaps(ev: Evidence, a: Account) -> Outcome | None:
         return None
     k = ev.kernels
     starts = _queued_starts(a)
-    return _rec(
+    return rec(
         a,
         "Fewer, larger kernels: the GPU idles between its tiny queued ones",
         ("queued",),
         (
-            f"the GPU sat idle {_ms(starts)} ({_ratio(starts, a.wall_ns):.0%} of the step time) "
+            f"the GPU sat idle {ms_text(starts)} ({ratio(starts, a.wall_ns):.0%} of the step time) "
             f"between kernels it already had queued, in stretches of at most "
             f"{QUEUED_START_NS / 1000:g} us: {k.tiny_time_ratio:.0%} of the time of its "
             f"{k.count:,} kernels is in kernels under {TINY_NS / 1000:g} us, and each costs the "

@@ -12,11 +12,11 @@ from nsysprobe.common.units import counted
 from nsysprobe.diagnose.common import (
     Evidence,
     Outcome,
-    _ms,
-    _names,
-    _rec,
-    _share,
-    _top,
+    detail_names,
+    ms_text,
+    rec,
+    share_text,
+    top,
 )
 from nsysprobe.diagnose.patterns import WORKER_START
 
@@ -89,27 +89,29 @@ def _input_name(name: str) -> bool:
 
 def _host_optimizer(a: Account) -> bool:
     """The thread's code before its uploads is an optimizer step on the host (named so)."""
-    names = _names(a, "loading", "loader_wait")
+    names = detail_names(a, "loading", "loader_wait")
     return not input_pipeline(a) and bool(names) and bool(re.search(OPTIMIZER_WORDS, names[0]))
 
 
-def _loading_has_a_rule(a: Account) -> bool:
+def loading_has_a_rule(a: Account) -> bool:
     """``loading`` and ``loader_wait`` are read by multiprocess_loading or cpu_optimizer;
     else the thread's own code and OS calls take them (cpu_overhead, os_runtime_stall)."""
     return input_pipeline(a) or _host_optimizer(a)
 
 
-def _loading(ev: Evidence, a: Account) -> Outcome | None:
+def loading(ev: Evidence, a: Account) -> Outcome | None:
     if not input_pipeline(a):
-        return None  # host work before an upload that is not the step's input: see _cpu
+        return None  # host work before an upload that is not the step's input: see host.cpu
     if (respawned := _respawned(ev, a)) is not None:
         return respawned
     own, wait = a.ns("loading"), a.ns("loader_wait")
     names = ("loading", "loader_wait")
-    idle = f"the GPU sat idle {_ms(own + wait)} ({_share(a, *names)} of the step time) while"
+    idle = (
+        f"the GPU sat idle {ms_text(own + wait)} ({share_text(a, *names)} of the step time) while"
+    )
     if own >= wait:
         title = "Load batches in worker processes"
-        reason = f"{idle} the training thread produced batches itself ({_top(a, 'loading')})"
+        reason = f"{idle} the training thread produced batches itself ({top(a, 'loading')})"
         advice = (
             "load batches in DataLoader worker processes: DataLoader(..., num_workers=N) with N "
             "up to the CPU cores per GPU, persistent_workers=True"
@@ -123,13 +125,13 @@ def _loading(ev: Evidence, a: Account) -> Outcome | None:
         )
         reason = (
             f"{idle} the training thread waited for batches from {workers} "
-            f"({_top(a, 'loader_wait')})"
+            f"({top(a, 'loader_wait')})"
         )
         advice = (
             "the workers cannot keep up: raise num_workers (and prefetch_factor), or make "
             "per-sample work cheaper (decode once, cache, move augmentation to the GPU)"
         )
-    return _rec(
+    return rec(
         a,
         title,
         names,
@@ -157,11 +159,11 @@ def _respawned(ev: Evidence, a: Account) -> Outcome | None:
     reason = (
         f"{b.births:,} DataLoader worker processes were born inside the capture, "
         f"{b.per_generation} at a time {every} ({counted(gens, 'generation')}: {shown}; "
-        f"{b.calls}): those steps sat idle {_ms(b.cost_ns)} beyond the other steps' median, "
-        f"{_ms(b.input_wait_ns)} of it waiting for the new workers' batches; the GPU sat idle "
-        f"{_ms(idle)} ({_share(a, *names)} of the step time) while the training thread "
-        f"started workers ({_ms(a.ns(WORKER_START))}: {_top(a, WORKER_START)}) or made or "
-        f"waited for batches ({_top(a, 'loading', 'loader_wait')})"
+        f"{b.calls}): those steps sat idle {ms_text(b.cost_ns)} beyond the other steps' median, "
+        f"{ms_text(b.input_wait_ns)} of it waiting for the new workers' batches; the GPU sat idle "
+        f"{ms_text(idle)} ({share_text(a, *names)} of the step time) while the training thread "
+        f"started workers ({ms_text(a.ns(WORKER_START))}: {top(a, WORKER_START)}) or made or "
+        f"waited for batches ({top(a, 'loading', 'loader_wait')})"
     )
     advice = (
         f"DataLoader(..., persistent_workers=True): every new iterator (each epoch or "
@@ -170,7 +172,7 @@ def _respawned(ev: Evidence, a: Account) -> Outcome | None:
         "they start once (and a prefetch_factor covering an epoch's first batches hides the "
         "rest); if the thread still waits, raise num_workers"
     )
-    return _rec(
+    return rec(
         a,
         "Keep the DataLoader's workers alive: persistent_workers=True",
         names,
@@ -190,19 +192,19 @@ def _respawned(ev: Evidence, a: Account) -> Outcome | None:
     )
 
 
-def _cpu_optimizer(ev: Evidence, a: Account) -> Outcome | None:
+def cpu_optimizer(ev: Evidence, a: Account) -> Outcome | None:
     if not _host_optimizer(a):
         return None
     names = ("loading", "loader_wait")
-    where = _names(a, *names)[0]
-    return _rec(
+    where = detail_names(a, *names)[0]
+    return rec(
         a,
         "Keep the optimizer on the GPU, or overlap its offloaded step",
         names,
         (
-            f"the GPU sat idle {_ms(a.ns('loading') + a.ns('loader_wait'))} "
-            f"({_share(a, *names)} of the step time) while the training thread ran an optimizer "
-            f"step on the host before uploading the weights ({_top(a, *names)})"
+            f"the GPU sat idle {ms_text(a.ns('loading') + a.ns('loader_wait'))} "
+            f"({share_text(a, *names)} of the step time) while the training thread ran an "
+            f"optimizer step on the host before uploading the weights ({top(a, *names)})"
         ),
         (
             f"run '{where}' on the GPU (torch.optim.AdamW(..., fused=True) on the model's own "

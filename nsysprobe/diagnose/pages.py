@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The keys ``common._evidence`` writes for every rule made by ``common._rec``; and for each bucket
-# it reads, ``BUCKET_ns`` and ``BUCKET_median_per_step_ns``.
+# The keys ``common.bucket_evidence`` writes for every rule made by ``common.rec``; and for each
+# bucket it reads, ``BUCKET_ns`` and ``BUCKET_median_per_step_ns``.
 ACCOUNT_KEYS = ("account", "steps", "measured_ns", "buckets", "details")
 PER_BUCKET = ("{}_ns", "{}_median_per_step_ns")
-# What ``patterns._step_pattern`` writes, for autotuning and recompilation alike.
+# What ``patterns.step_pattern`` writes, for autotuning and recompilation alike.
 STEP_PATTERN_EVIDENCE = (
     "pattern_steps",
     "new_set_steps",

@@ -1,5 +1,5 @@
 """Rules of patterns across steps: the idle a step pattern explains moved into its own bucket
-(``_patterns_apart``) and its rule (``autotuning``, ``recompilation``), an event every N
+(``patterns_apart``) and its rule (``autotuning``, ``recompilation``), an event every N
 steps (``periodic_step``), and the start-up and final steps the account leaves out
 (``startup_in_capture``)."""
 
@@ -17,11 +17,11 @@ from nsysprobe.common.units import counted
 from nsysprobe.diagnose.common import (
     Evidence,
     Outcome,
-    _ms,
-    _ratio,
-    _rec,
-    _share,
-    _top,
+    ms_text,
+    ratio,
+    rec,
+    share_text,
+    top,
 )
 
 # The idle causes a step pattern (``analyses/step_patterns.py``) takes in its steps beyond the
@@ -43,7 +43,7 @@ PATTERN_CAUSES = (
 WORKER_START = "worker_start"  # the idle of the steps DataLoader workers were born in
 
 
-def _patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
+def patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
     """``a`` with the idle a step pattern explains moved out of the buckets that held it into
     a bucket of its own (``autotuning``, ``recompilation``; ``worker_start`` for DataLoader
     workers born in the steps), so that no other rule reads it: in each of its steps, each of
@@ -96,7 +96,7 @@ def _patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
             Detail(c, int(ns)) for c, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns
         )
         added.append(
-            Bucket(name, "idle", total, int(np.median(each)), _ratio(total, a.wall_ns), details)
+            Bucket(name, "idle", total, int(np.median(each)), ratio(total, a.wall_ns), details)
         )
     buckets = []
     for b in a.buckets:
@@ -110,7 +110,7 @@ def _patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
                 b,
                 total_ns=left,
                 median_ns=int(b.median_ns * keep),
-                share_ratio=_ratio(left, a.wall_ns),
+                share_ratio=ratio(left, a.wall_ns),
                 details=tuple(Detail(d.name, int(d.ns * keep)) for d in b.details),
             )
         )
@@ -119,10 +119,10 @@ def _patterns_apart(a: Account, sp: StepPatterns | None) -> Account:
     return replace(a, buckets=tuple(busy + idle))
 
 
-def _step_pattern(verdict: str, ev: Evidence, a: Account) -> Outcome | None:
+def step_pattern(verdict: str, ev: Evidence, a: Account) -> Outcome | None:
     """Autotuning or recompilation in the steady steps (where the step patterns' verdict is
     ``verdict``): the idle its steps took beyond the steps that repeat their kernels
-    (``_patterns_apart``)."""
+    (``patterns_apart``)."""
     sp = ev.step_patterns
     if sp is None or sp.verdict != verdict:
         return None
@@ -132,8 +132,8 @@ def _step_pattern(verdict: str, ev: Evidence, a: Account) -> Outcome | None:
     kernels = f"{sp.distinct_kernels:,} distinct kernels, a median {sp.median_kernels:,.0f} a step"
     beyond = "in that work" if steps == steady else "beyond what the other steps take"
     idle = (
-        f"the GPU sat idle {_ms(a.ns(name))} ({_share(a, name)} of the step time) in those "
-        f"steps {beyond} ({_top(a, name)})"
+        f"the GPU sat idle {ms_text(a.ns(name))} ({share_text(a, name)} of the step time) in those "
+        f"steps {beyond} ({top(a, name)})"
     )
     if name == "autotuning":
         cudnn = sp.library == "cuDNN"
@@ -185,7 +185,7 @@ def _step_pattern(verdict: str, ev: Evidence, a: Account) -> Outcome | None:
             if triton
             else ""
         ) + "pad or bucket the input shapes to a few sizes, each compiled and loaded once"
-    return _rec(
+    return rec(
         a,
         title,
         (name,),
@@ -235,7 +235,7 @@ PERIODIC_INPUT_ADVICE = (
 )
 
 
-def _periodic(a: Account) -> Outcome | None:
+def periodic_step(a: Account) -> Outcome | None:
     """Steps made long by an event every N steps (``Account.periodic``): what the event
     took beyond a typical step. Done off the training thread, its idle time goes; done half
     as often, half of all it adds: the gain is the larger."""
@@ -243,15 +243,15 @@ def _periodic(a: Account) -> Outcome | None:
     if p is None or p.excess_ns <= 0:
         return None
     where = p.ranges[0].name if p.ranges else ""
-    named = f"'{where}' ({_ms(p.ranges[0].ns)} in those steps)" if where else "no NVTX range"
+    named = f"'{where}' ({ms_text(p.ranges[0].ns)} in those steps)" if where else "no NVTX range"
     hidden, halved = min(p.excess_idle_ns, p.excess_ns), p.excess_ns / 2
     saved = max(hidden, halved)
     bound = (
-        f"off the training thread, the GPU idle it causes ({_ms(hidden)})"
+        f"off the training thread, the GPU idle it causes ({ms_text(hidden)})"
         if hidden >= halved
-        else f"run every {2 * p.period} steps, half of what it adds ({_ms(halved)})"
+        else f"run every {2 * p.period} steps, half of what it adds ({ms_text(halved)})"
     )
-    grew = ", ".join(f"{d.name} {_ms(d.ns)}" for d in p.excess_buckets[:3])
+    grew = ", ".join(f"{d.name} {ms_text(d.ns)}" for d in p.excess_buckets[:3])
     shown = ", ".join(p.occurrences[:3]) + (", ..." if len(p.occurrences) > 3 else "")
     spilled = len(p.steps) - len(p.occurrences)
     also = f", {counted(spilled, 'step')} after them too" if spilled else ""
@@ -267,11 +267,11 @@ def _periodic(a: Account) -> Outcome | None:
         title=f"A step every {p.period} steps costs more than the rest",
         reason=(
             f"every {p.period} steps ({len(p.occurrences)} times: {shown}{also}) a step took "
-            f"{_ms(p.median_wall_ns)} against {_ms(p.typical_wall_ns)} for the others, in "
-            f"{named}: {_ms(p.excess_ns)} beyond them ({_ratio(p.excess_ns, a.wall_ns):.0%} "
+            f"{ms_text(p.median_wall_ns)} against {ms_text(p.typical_wall_ns)} for the others, in "
+            f"{named}: {ms_text(p.excess_ns)} beyond them ({ratio(p.excess_ns, a.wall_ns):.0%} "
             f"of the step time), mostly {grew}"
         ),
-        expected_gain_ratio=_ratio(saved, a.wall_ns),
+        expected_gain_ratio=ratio(saved, a.wall_ns),
         saved_ns=int(saved),
         advice=advice,
         evidence={
@@ -283,46 +283,46 @@ def _periodic(a: Account) -> Outcome | None:
             "periodic_steps": ", ".join(p.steps),
             "occurrences": ", ".join(p.occurrences),
             "range": where,
-            "ranges": ", ".join(f"{d.name} {_ms(d.ns)}" for d in p.ranges),
+            "ranges": ", ".join(f"{d.name} {ms_text(d.ns)}" for d in p.ranges),
             "typical_step_ns": p.typical_wall_ns,
             "periodic_step_median_ns": p.median_wall_ns,
             "excess_ns": p.excess_ns,
             "excess_busy_ns": p.excess_busy_ns,
             "excess_idle_ns": p.excess_idle_ns,
-            "details": ", ".join(f"{d.name} {_ms(d.ns)}" for d in p.details),
+            "details": ", ".join(f"{d.name} {ms_text(d.ns)}" for d in p.details),
             "bound": bound,
         },
         thresholds={"periodic_ratio": PERIODIC_RATIO, "periodic_min": PERIODIC_MIN},
     )
 
 
-def _startup(a: Account) -> Outcome | None:
+def startup_in_capture(a: Account) -> Outcome | None:
     """The start-up (and one-time final steps) the account left out: a one-time cost, not a
     steady-state gain."""
     if not a.startup_ns and not a.final_ns:
         return None
     k = a.startup_steps
     once = a.startup_ns + a.final_ns
-    share = _ratio(once, once + a.wall_ns)
+    share = ratio(once, once + a.wall_ns)
     parts = []
     if a.startup_before_ns:
         where = f" (in '{a.startup_range}', an NVTX range run once)" if a.startup_range else ""
         first = "before the first step" if a.stepped else "at the start, before the windows"
         parts.append(
-            f"GPU work {first}{where} spans {_ms(a.startup_before_ns)}: model "
+            f"GPU work {first}{where} spans {ms_text(a.startup_before_ns)}: model "
             "construction, weight upload or compilation"
         )
     if k:
         first = "the first step" if k == 1 else f"the first {k} steps"
         parts.append(
-            f"{first} took {_ms(a.startup_ns - a.startup_before_ns)}, each over "
+            f"{first} took {ms_text(a.startup_ns - a.startup_before_ns)}, each over "
             f"{STARTUP_RATIO}x the longest of the {a.step_count} steps after (at most "
-            f"{_ms(a.steady_longest_ns)}): compilation, autotuning or lazy initialization"
+            f"{ms_text(a.steady_longest_ns)}): compilation, autotuning or lazy initialization"
         )
     if a.final_steps:
         last = "the last step" if a.final_steps == 1 else f"the last {a.final_steps} steps"
         parts.append(
-            f"{last} took {_ms(a.final_ns)}, each over {STARTUP_RATIO}x the longest of the "
+            f"{last} took {ms_text(a.final_ns)}, each over {STARTUP_RATIO}x the longest of the "
             f"{a.step_count} steady steps before: a final checkpoint, evaluation or clean-up"
         )
     what = "; ".join(parts) + f" ({share:.0%} of the captured time)"

@@ -40,28 +40,33 @@ from nsysprobe.diagnose.common import (
     Recommendation,
     Rule,
 )
-from nsysprobe.diagnose.communication import _communication, _communication_bound, _late_rank
-from nsysprobe.diagnose.copies import _copy_bound, _device_to_host, _pinned, _pipelining
+from nsysprobe.diagnose.communication import communication, communication_bound, late_rank
+from nsysprobe.diagnose.copies import copy_bound, device_to_host, pinned_memory, pipelining
 from nsysprobe.diagnose.host import (
-    _allocator,
-    _cpu,
-    _host_sync,
-    _kernel_gaps,
-    _launch,
-    _os,
-    _other_idle,
-    _overhead,
-    _shared_gpu,
-    _warmup,
+    allocator,
+    cpu,
+    host_sync,
+    kernel_gaps,
+    launch,
+    os_runtime_stall,
+    other_idle,
+    overhead,
+    shared_gpu,
+    warmup,
 )
-from nsysprobe.diagnose.inputs import _cpu_optimizer, _loading
-from nsysprobe.diagnose.patterns import _patterns_apart, _periodic, _startup, _step_pattern
+from nsysprobe.diagnose.inputs import cpu_optimizer, loading
+from nsysprobe.diagnose.patterns import (
+    patterns_apart,
+    periodic_step,
+    startup_in_capture,
+    step_pattern,
+)
 from nsysprobe.diagnose.verdicts import (
-    _capture_incomplete,
-    _capture_problems,
-    _gpu_bound,
-    _numa,
-    _spread_idle,
+    capture_incomplete,
+    capture_problems,
+    gpu_bound,
+    numa,
+    spread_idle,
 )
 
 if TYPE_CHECKING:
@@ -89,7 +94,7 @@ GPU_IDLE = Rule(
     "gpu_idle",
     "idle with no canned fix (work queued but started late, other CUDA calls), or idle spread "
     "over causes none of which reaches its floor",
-    _other_idle,
+    other_idle,
 )
 GPU_BOUND = Rule(
     "gpu_bound",
@@ -112,55 +117,55 @@ RULES = (
         "with DataLoader workers born inside the capture (``step_patterns``), "
         "persistent_workers=True, with the idle of the steps they were "
         "born in beyond the other steps' (forks, host work) and their period",
-        _loading,
+        loading,
     ),
     Rule(
         "cpu_optimizer",
         "the same idle where the thread's own code before the upload is an optimizer step on "
         "the host (named so): gradients down, a CPU step, weights up",
-        _cpu_optimizer,
+        cpu_optimizer,
     ),
     Rule(
         "pinned_memory",
         "host-to-device copies from pageable memory (their exposed copy time, and the idle "
         "while the thread staged them)",
-        _pinned,
+        pinned_memory,
     ),
     Rule(
         "stream_pipelining",
         "pinned host-to-device copies with no kernel running, as much of them as the step's "
         "compute can hide: copy batch N+1 on a side stream while batch N computes",
-        _pipelining,
+        pipelining,
     ),
     Rule(
         "copy_bound",
         "the rest of those copies (and of pageable ones once pinned), more than compute can hide: "
         "move fewer bytes (data kept on the GPU, compressed or in lower precision; for "
         "weights streamed in, larger batches, resident or quantized weights)",
-        _copy_bound,
+        copy_bound,
     ),
     Rule(
         "device_to_host",
         "large device-to-host read-backs that drain the GPU, with the host work after them, "
         "and the exposed device-to-host copy time",
-        _device_to_host,
+        device_to_host,
     ),
     Rule(
         "host_sync",
         "synchronizations (and small read-backs such as ``.item()``) that drain the GPU, with "
         "the host work after them",
-        _host_sync,
+        host_sync,
     ),
     Rule(
         "allocator_churn",
         "cudaMalloc/cudaFree in the steady state (``empty_cache()``, changing shapes) and the "
         "host work after a draining free",
-        _allocator,
+        allocator,
     ),
     Rule(
         "launch_overhead",
         "idle between launches: each launch costs more than its kernel",
-        _launch,
+        launch,
     ),
     Rule(
         "kernel_gaps",
@@ -168,37 +173,37 @@ RULES = (
         "``QUEUED_START_NS``, where at least ``KERNEL_GAPS_TINY_TIME_RATIO`` of the kernel "
         "time is in tiny kernels: the GPU's own cost of starting each (longer stalls, and that "
         "idle elsewhere, are gpu_idle's)",
-        _kernel_gaps,
+        kernel_gaps,
     ),
     Rule(
         "cpu_overhead",
         "the training thread's own code while the GPU idles, by NVTX range (with no input "
         "pipeline in the trace, its code before an upload too)",
-        _cpu,
+        cpu,
     ),
     Rule(
         "os_runtime_stall",
         "the training thread inside OS calls (munmap, ...) while the GPU idles",
-        _os,
+        os_runtime_stall,
     ),
     Rule(
         "late_rank",
         "(a report holding every rank) this rank's NCCL kernels waited for another rank that "
         "arrives last at the collectives: fix that rank (its own cause is named), not the "
         "communication",
-        _late_rank,
+        late_rank,
     ),
     Rule(
         "exposed_communication",
         "NCCL work with no compute kernel running, less the part spent waiting for a late "
         "rank, as much as the step's compute can hide",
-        _communication,
+        communication,
     ),
     Rule(
         "communication_bound",
         "the rest of it: fewer bytes per sample (larger batches, gradient compression or bf16 "
         "gradients, no_sync() accumulation)",
-        _communication_bound,
+        communication_bound,
     ),
     Rule(
         "autotuning",
@@ -206,19 +211,19 @@ RULES = (
         "synchronizations (``step_patterns``: cudnn.benchmark timing trial kernels for changing "
         "input shapes, with workspace malloc/free): the idle those steps took beyond "
         "the other steps'; fixed or bucketed shapes, or benchmark off",
-        partial(_step_pattern, "autotuning"),
+        partial(step_pattern, "autotuning"),
     ),
     Rule(
         "recompilation",
         "steady steps, again and again, that load or compile GPU code (torch.compile recompiling "
         "for new shapes, new kernels loaded): the same idle; dynamic=True or "
         "mark_dynamic, bucketed shapes",
-        partial(_step_pattern, "recompilation"),
+        partial(step_pattern, "recompilation"),
     ),
     Rule(
         "warmup_in_capture",
         "loading CUDA modules (lazy loading, JIT) inside the captured steps",
-        _warmup,
+        warmup,
     ),
     STARTUP_IN_CAPTURE,
     PERIODIC_STEP,
@@ -226,18 +231,18 @@ RULES = (
         "shared_gpu",
         "another process's GPU work held the GPU between this process's own work (a GPU "
         "shared with another job): time this process gets back alone on its GPU",
-        _shared_gpu,
+        shared_gpu,
     ),
     Rule(
         "profiler_overhead",
         "nsys's own overhead: the measurement, not the workload",
-        _overhead,
+        overhead,
     ),
     GPU_IDLE,
     Rule(
         "numa_binding",
         "training or loader threads ran on a NUMA node other than the GPU's",
-        _numa,
+        numa,
     ),
     GPU_BOUND,
     CAPTURE_INCOMPLETE,
@@ -249,31 +254,29 @@ def diagnose(ev: Evidence) -> tuple[Recommendation, ...]:
     health_ids = {f.id for f in ev.health}
     blocking = bool(health_ids & {"capture_not_started", "no_gpu_activity"})
     incomplete = (
-        CAPTURE_INCOMPLETE.made(_capture_incomplete(ev, blocking))
-        if _capture_problems(ev)
-        else None
+        CAPTURE_INCOMPLETE.made(capture_incomplete(ev, blocking)) if capture_problems(ev) else None
     )
     if blocking or a is None or a.wall_ns <= 0:
         return (incomplete,) if incomplete else ()
     # The rules weigh the steps as if each were a typical one; a periodic event's excess
     # is its own rule's (``Account.periodic``).
-    view = _patterns_apart(a.normal_view(), ev.step_patterns)
+    view = patterns_apart(a.normal_view(), ev.step_patterns)
     recs = [
         r
         for rule in RULES
         if (r := rule.run(ev, view)) is not None and r.expected_gain_ratio >= MIN_GAIN_RATIO
     ]
-    periodic = _periodic(a)
+    periodic = periodic_step(a)
     if periodic is not None and periodic.expected_gain_ratio >= MIN_GAIN_RATIO:
         recs.append(PERIODIC_STEP.made(periodic))
     recs.sort(key=lambda r: -r.saved_ns)
     if not recs:
         recs = [
-            GPU_BOUND.made(_gpu_bound(view, ev.kernels))
+            GPU_BOUND.made(gpu_bound(view, ev.kernels))
             if a.idle_ratio < GPU_BOUND_IDLE_RATIO
-            else GPU_IDLE.made(_spread_idle(view))
+            else GPU_IDLE.made(spread_idle(view))
         ]
-    startup = _startup(a)
+    startup = startup_in_capture(a)
     if startup is not None:
         recs.append(STARTUP_IN_CAPTURE.made(startup))
     if incomplete is not None:

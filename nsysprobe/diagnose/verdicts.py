@@ -18,12 +18,12 @@ from nsysprobe.diagnose.common import (
     MIN_GAIN_RATIO,
     Evidence,
     Outcome,
-    _evidence,
-    _ratio,
+    bucket_evidence,
+    ratio,
 )
 
 
-def _spread_idle(a: Account) -> Outcome:
+def spread_idle(a: Account) -> Outcome:
     idle = [b for b in a.buckets if b.kind == "idle"]
     return Outcome(
         title="The GPU idles, for many small reasons",
@@ -35,12 +35,12 @@ def _spread_idle(a: Account) -> Outcome:
         expected_gain_ratio=0.0,
         saved_ns=0,
         advice="no single fix: see the step account for where the idle time goes",
-        evidence=_evidence(a, *(b.name for b in idle)),
+        evidence=bucket_evidence(a, *(b.name for b in idle)),
         thresholds={"min_gain_ratio": MIN_GAIN_RATIO, "gpu_bound_idle_ratio": GPU_BOUND_IDLE_RATIO},
     )
 
 
-def _gpu_bound(a: Account, k: KernelsResult | None) -> Outcome:
+def gpu_bound(a: Account, k: KernelsResult | None) -> Outcome:
     lever = k.lever if k else None
     if lever is not None:
         why = f"; the largest lever: {lever.what}"
@@ -82,12 +82,12 @@ def _gpu_bound(a: Account, k: KernelsResult | None) -> Outcome:
     )
 
 
-def _capture_problems(ev: Evidence) -> list[Finding]:
+def capture_problems(ev: Evidence) -> list[Finding]:
     return [f for f in ev.health if f.severity == "warning"]
 
 
-def _capture_incomplete(ev: Evidence, blocking: bool) -> Outcome:
-    problems = _capture_problems(ev)
+def capture_incomplete(ev: Evidence, blocking: bool) -> Outcome:
+    problems = capture_problems(ev)
     return Outcome(
         title="Fix the capture first" if blocking else "Complete the capture",
         reason="; ".join(f.message for f in problems),
@@ -105,7 +105,7 @@ def _capture_incomplete(ev: Evidence, blocking: bool) -> Outcome:
 NUMA_TIME_SAVED_WHEN_REMOTE = 1 - 1.04 / 1.24
 
 
-def _numa(ev: Evidence, a: Account) -> Outcome | None:
+def numa(ev: Evidence, a: Account) -> Outcome | None:
     p = ev.placement
     if p is None or p.numa_nodes <= 1 or p.gpu_node is None:
         return None
@@ -129,7 +129,7 @@ def _numa(ev: Evidence, a: Account) -> Outcome | None:
     return Outcome(
         title="Bind the training process and its loaders to the GPU's NUMA node",
         reason=f"GPU {p.gpu_bus_id} is on NUMA node {p.gpu_node}, but the {where}",
-        expected_gain_ratio=_ratio(saved, base),
+        expected_gain_ratio=ratio(saved, base),
         saved_ns=int(saved),
         advice=(
             f"nsysprobe launch --nproc-per-node N --numa node -- python train.py, and "

@@ -1,14 +1,14 @@
 """Opening an export read-only, within limits: which files are read, how, and for how long.
 
-- the path must be a regular file that starts like an SQLite file (``_check_sqlite_file``: a
+- the path must be a regular file that starts like an SQLite file (``check_sqlite_file``: a
   FIFO named ``x.sqlite`` would block ``open``);
-- a WAL database with a pending ``-wal`` file is read from a private copy (``_private_copy``),
+- a WAL database with a pending ``-wal`` file is read from a private copy (``private_copy``),
   so no ``-wal`` or ``-shm`` appears beside it;
 - only the file's plain tables are read (``table_kinds``): a view or a virtual table runs SQL of
   the file's author;
-- SQLite's limits bound one value (``_MAX_VALUE_BYTES``) and a budget bounds the work of all
+- SQLite's limits bound one value (``MAX_VALUE_BYTES``) and a budget bounds the work of all
   queries on one export (``WorkBudget``, ``_OPS_PER_BYTE`` VM steps per byte of the file);
-- each failure is a one-line message that says what, where, and the fix (``_read_failed``).
+- each failure is a one-line message that says what, where, and the fix (``read_failed``).
 
 ``reader.Trace`` opens its connections through these.
 """
@@ -29,9 +29,9 @@ from nsysprobe.trace.schema import SQLITE_MAGIC
 # The SQLite header up to its file format bytes.
 _HEADER_BYTES = 20
 # The longest text one block query may build (SQLite's own limit is 1e9 bytes).
-_MAX_BLOCK_TEXT = 1 << 28
+MAX_BLOCK_TEXT = 1 << 28
 # The longest value any query may build or return (a name is cut far below).
-_MAX_VALUE_BYTES = _MAX_BLOCK_TEXT
+MAX_VALUE_BYTES = MAX_BLOCK_TEXT
 # A pending -wal larger than this many times its database (plus the room) is refused.
 _MAX_WAL_RATIO = 4
 _WAL_ROOM_BYTES = 256 << 20
@@ -41,27 +41,27 @@ _MIN_OPS = 1 << 30
 OPS_PER_CHECK = 1 << 16
 
 
-def _is_locked(exc: sqlite3.DatabaseError) -> bool:
+def is_locked(exc: sqlite3.DatabaseError) -> bool:
     return "locked" in str(exc)
 
 
-def _locked_message(path: Path, exc: sqlite3.DatabaseError) -> str:
+def locked_message(path: Path, exc: sqlite3.DatabaseError) -> str:
     return (
         f"{path}: another program holds it locked ({exc}); wait until it has finished "
         f"writing the file, or analyze a copy of it"
     )
 
 
-def _read_failed(path: Path, table: str, exc: Exception) -> str:
-    if isinstance(exc, sqlite3.DatabaseError) and _is_locked(exc):
-        return _locked_message(path, exc)
+def read_failed(path: Path, table: str, exc: Exception) -> str:
+    if isinstance(exc, sqlite3.DatabaseError) and is_locked(exc):
+        return locked_message(path, exc)
     return (
         f"{path}: reading {table} failed ({exc}); the export is damaged or not one nsysprobe "
         f"knows: re-export the report with `nsys export --type sqlite`"
     )
 
 
-def _check_sqlite_file(path: Path) -> bool:
+def check_sqlite_file(path: Path) -> bool:
     """Raise InputError unless ``path`` is a regular file that starts like an SQLite file;
     True if it is in WAL mode."""
     head = read_head(path, _HEADER_BYTES)
@@ -153,7 +153,7 @@ def table_kinds(db: sqlite3.Connection, schema: str = "main") -> dict[str, str]:
 _VIRTUAL = re.compile(r"\s*create\s+virtual\b", re.IGNORECASE)
 
 
-def _private_copy(path: Path) -> Path:
+def private_copy(path: Path) -> Path:
     """A folder only this user can read holding a copy of the WAL database ``path`` and its
     ``-wal`` file: reading it there leaves nothing beside the original. The ``-wal`` must be
     a regular file no larger than ``_MAX_WAL_RATIO`` times the database (plus some room)."""

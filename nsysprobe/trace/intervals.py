@@ -20,16 +20,16 @@ import numpy as np
 from nsysprobe.common.table import Table
 from nsysprobe.errors import TraceError
 from nsysprobe.trace.blocks import NULL_TIME, BlockQuery, Gathered
-from nsysprobe.trace.connection import _MAX_BLOCK_TEXT
+from nsysprobe.trace.connection import MAX_BLOCK_TEXT
 from nsysprobe.trace.values import (
-    _BOUNDS,
-    _IDS,
-    _MAX_TIME_NS,
+    BOUNDS,
     ID_BOUNDS,
-    _int_expr,
-    _narrow,
-    _text_affinity,
-    _valid_interval,
+    IDS,
+    MAX_TIME_NS,
+    int_expr,
+    narrow,
+    text_affinity,
+    valid_interval,
 )
 
 # Rows per block when reading integer columns (each column's text is ~20 bytes a row). Small
@@ -59,7 +59,7 @@ def intervals(
     named_by: tuple[str, str | None] | None = None,
 ):
     """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64
-    (the ids of ``_IDS`` as int32 when every value fits).
+    (the ids of ``IDS`` as int32 when every value fits).
 
     Rows whose start or end is NULL, not an integer or out of range, or whose interval is
     reversed, are left out and counted in the table's ``dropped``; a NULL or a value that is
@@ -100,7 +100,7 @@ def intervals(
     data = {c: got[c] if c in got else np.full(rows, -1, dtype=np.int64) for c in cols}
     for c in ID_BOUNDS.keys() & data.keys():
         trace._note_ids(table, c, data[c], absent=c not in got)
-    data = {c: _narrow(v) if c in _IDS else v for c, v in data.items()}
+    data = {c: narrow(v) if c in IDS else v for c, v in data.items()}
     df = Table(data, dropped=int(total - rows))
     return (df, (arrays[-1], gathered.names)) if named_by else df
 
@@ -125,7 +125,7 @@ def _block_query(
     exact, fast = [], []
     for c in read:
         if c == "textId" and named_by:
-            id_expr = _int_expr(id_col) if id_col else "-1"
+            id_expr = int_expr(id_col) if id_col else "-1"
             exact.append(
                 f"CASE typeof(\"{text_col}\") WHEN 'null' THEN {id_expr} "
                 "WHEN 'text' THEN -2 WHEN 'blob' THEN -2 ELSE -3 END"
@@ -135,13 +135,13 @@ def _block_query(
             exact.append(raw[c])
             fast.append(raw[c])
         else:
-            exact.append(_int_expr(found[c], *_BOUNDS.get(c, ())))
+            exact.append(int_expr(found[c], *BOUNDS.get(c, ())))
             null = NULL_TIME if c in ("start", "end") else -1
             fast.append(f'ifnull("{found[c]}", {null})')
     checked = [f for c, f in zip(read, fast) if c not in raw]
     typed = [found[c] for c in read if c not in raw and found.get(c)]  # textId's included
     fast_ok = all("INT" in declared.get(c, "") for c in typed) and (
-        not named_by or _text_affinity(declared.get(text_col, ""))
+        not named_by or text_affinity(declared.get(text_col, ""))
     )
     aggs = [f"group_concat({e})" for e in exact]
     fast_aggs = ["count(*)", f"max(max({', '.join(checked)}))"]
@@ -151,7 +151,7 @@ def _block_query(
     fast_aggs += [f"group_concat({e})" for e in fast]
     if named_by:
         fast_aggs.append(f'group_concat(coalesce("{text_col}", char(1)), char(0))')
-    valid = _valid_interval(found["start"], found["end"])
+    valid = valid_interval(found["start"], found["end"])
     ranged = f" AND {trace._rowid_name(table)} BETWEEN ? AND ?" if in_blocks else ""
     exact_where = valid + (f" AND ({where})" if where else "")
     return BlockQuery(
@@ -165,8 +165,8 @@ def _block_query(
         ),
         columns=len(read),
         text=bool(named_by),
-        max_time=_MAX_TIME_NS,
-        bounds={k: _BOUNDS[c] for k, c in enumerate(read) if c in _BOUNDS},
+        max_time=MAX_TIME_NS,
+        bounds={k: BOUNDS[c] for k, c in enumerate(read) if c in BOUNDS},
         text_id=read.index("textId") if named_by else None,
     )
 
@@ -211,7 +211,7 @@ def _read_blocks(trace, query: BlockQuery, blocks: list[tuple[int, int]], take) 
             local.db = trace._connect(bytes)
             if hasattr(local.db, "setlimit"):  # Python 3.11+
                 # A block's joined names stay under this; past it the caller reads by rows.
-                local.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_BLOCK_TEXT)
+                local.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_BLOCK_TEXT)
             opened.append(local.db)
         return query.run(local.db, block)
 

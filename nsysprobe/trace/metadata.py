@@ -26,7 +26,7 @@ from nsysprobe.trace.schema import (
     CAPTURE_FLAGS,
     STRING_TABLE,
 )
-from nsysprobe.trace.values import _number, _present, as_int, as_text
+from nsysprobe.trace.values import as_int, as_text, number, present
 
 # Memory kinds as exported (ENUM_CUDA_MEM_KIND); raw CUPTI numbers them differently.
 MEM_KIND_LABELS = {
@@ -57,7 +57,7 @@ COPY_KIND_LABELS = {
 }
 
 # Rowids per query when looking NVTX names up, and string ids per query (``Strings``).
-_NAMES_PER_QUERY = 900  # under SQLite's oldest limit of 999 bound values
+NAMES_PER_QUERY = 900  # under SQLite's oldest limit of 999 bound values
 # Rows of (id, rowid) read at once when ``StringIds`` has no index on ``id``.
 _ID_ROWS = 1 << 16
 
@@ -70,9 +70,9 @@ class GpuInfo:
 
 
 def names(trace, ids: Iterable) -> list[str]:
-    """Map string ids (values of a ``textId`` column, as ``_number`` reads them) to text;
+    """Map string ids (values of a ``textId`` column, as ``number`` reads them) to text;
     unknown ids and values that are no number give ``"<unknown>"``."""
-    numbers = [_number(i) for i in ids]
+    numbers = [number(i) for i in ids]
     keys = [None if n is None else int(n) for n in numbers]
     strings = trace.strings
     strings.load(k for k in keys if k is not None)
@@ -143,8 +143,8 @@ def gpus(trace) -> list[GpuInfo]:
         return [
             GpuInfo(
                 device_id=i if as_int(device) is None else as_int(device),
-                name=as_text(name) if _present(name) else "unknown GPU",
-                bus_id=as_text(bus) if _present(bus) else "",
+                name=as_text(name) if present(name) else "unknown GPU",
+                bus_id=as_text(bus) if present(bus) else "",
             )
             for i, (device, name, bus) in enumerate(zip(df["device_id"], df["name"], df["bus_id"]))
         ]
@@ -216,7 +216,7 @@ def _copy_kind_label(enum_name: str) -> str:
 class Strings:
     """``StringIds`` by id, read as the analyses ask: only the ids their columns name (kernels,
     CUDA and OS calls, NVTX ranges and domains, threads) are read and kept, at most
-    ``_NAMES_PER_QUERY`` ids a query, with the ids found missing: what is held grows with the
+    ``NAMES_PER_QUERY`` ids a query, with the ids found missing: what is held grows with the
     names shown, not with the table. An export may hold millions of strings nothing refers
     to: 5 M of them added to a 1.6 MB sample took its analysis from 41 MiB and 0.3 s to
     1.2 GiB and 13 s (2026-12-04, this project's 2-core machine) when the whole table was read.
@@ -274,8 +274,8 @@ class Strings:
             ids = self._rowids_of(rowid, ids)
             key = rowid
         out: dict[int, str] = {}
-        for lo in range(0, len(ids), _NAMES_PER_QUERY):
-            chunk = ids[lo : lo + _NAMES_PER_QUERY]
+        for lo in range(0, len(ids), NAMES_PER_QUERY):
+            chunk = ids[lo : lo + NAMES_PER_QUERY]
             marks = ", ".join("?" * len(chunk))
             sql = f"SELECT id, value FROM {table} WHERE {key} IN ({marks})"
             for i, value in trace._fetch(table, sql, tuple(chunk)):

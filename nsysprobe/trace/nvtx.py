@@ -17,16 +17,16 @@ from nsysprobe.common.table import Labels, Table, first_seen
 from nsysprobe.errors import TraceError
 from nsysprobe.trace.blocks import NulInText
 from nsysprobe.trace.intervals import intervals, rowid_blocks
-from nsysprobe.trace.metadata import _NAMES_PER_QUERY
+from nsysprobe.trace.metadata import NAMES_PER_QUERY
 from nsysprobe.trace.schema import NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END
 from nsysprobe.trace.values import (
     NO_ID,
-    _interval_where,
-    _lenient_int,
-    _lenient_text,
-    _narrow,
     as_int,
     as_text,
+    interval_where,
+    lenient_int,
+    lenient_text,
+    narrow,
     range_pattern,
 )
 
@@ -108,7 +108,7 @@ def nvtx_ranges(trace) -> Table:
         return _nvtx_by_rows(trace, where)
     codes, seen = names  # each row's code into the distinct masked names
     # The pattern of the name as every output shows it (cut, escaped), as for textId.
-    text_patterns = [range_pattern(_name(_lenient_text(m))) for m in seen]
+    text_patterns = [range_pattern(_name(lenient_text(m))) for m in seen]
     id_values, id_codes = first_seen(text_ids[~has_text])
     strings = trace.strings
     strings.load(id_values.tolist())
@@ -137,8 +137,8 @@ def nvtx_details(trace, rows: Iterable[int]) -> list[tuple[str, int]]:
     color = "color" if "color" in columns else "NULL"
     text_id = "textId" if "textId" in columns else "NULL"
     rowid = trace._rowid_name("NVTX_EVENTS")
-    for lo in range(0, len(wanted), _NAMES_PER_QUERY):
-        chunk = wanted[lo : lo + _NAMES_PER_QUERY]
+    for lo in range(0, len(wanted), NAMES_PER_QUERY):
+        chunk = wanted[lo : lo + NAMES_PER_QUERY]
         marks = ", ".join("?" * len(chunk))
         sql = (
             f"SELECT {rowid}, text, {text_id}, {color} FROM NVTX_EVENTS WHERE {rowid} IN ({marks})"
@@ -163,9 +163,9 @@ def _nvtx_by_rows(trace, where: str) -> Table:
     """The NVTX ranges read row by row: for exports the block reader cannot take (no
     ``text`` column, no rowids, text that is a number or holds NUL). Slow, and exact."""
     ints = ["start", "end", "globalTid", "color", "domainId"]
-    df = trace._select("NVTX_EVENTS", [*ints, "text", "textId"], where=_interval_where(where))
+    df = trace._select("NVTX_EVENTS", [*ints, "text", "textId"], where=interval_where(where))
     dropped = trace.count_where("NVTX_EVENTS", where) - len(df["start"])
-    ints = {c: np.array([_lenient_int(v) for v in df[c]], dtype=np.int64) for c in ints}
+    ints = {c: np.array([lenient_int(v) for v in df[c]], dtype=np.int64) for c in ints}
     tids = ints["globalTid"]
     tids[tids < 0] = NO_ID
     absent = "globalTid" not in trace.columns("NVTX_EVENTS")
@@ -179,7 +179,7 @@ def _nvtx_by_rows(trace, where: str) -> Table:
     out["pattern"] = _sorted_labels(codes, [range_pattern(str(n)) for n in distinct])
     out["row"] = np.arange(len(out), dtype=np.int64)
     for col in ("domainId", "row"):
-        out[col] = _narrow(out[col])
+        out[col] = narrow(out[col])
     out.dropped = int(dropped)
     return out
 

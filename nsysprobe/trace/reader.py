@@ -36,7 +36,7 @@ Files from strangers are read within limits that are part of the design:
 - only the file's tables are read: a view, a virtual table or a generated column (which run
   SQL of the file's author, e.g. a recursive view) counts as absent and is named in
   ``ignored``; nothing is written, so the file's triggers never run;
-- SQLite's limits bound one value (``_MAX_VALUE_BYTES``) and a budget bounds the work of all
+- SQLite's limits bound one value (``MAX_VALUE_BYTES``) and a budget bounds the work of all
   queries on one export (``_OPS_PER_BYTE`` VM steps per byte of the file): an export past them
   is a one-line error, not a hang;
 - every text becomes a name (``nsysprobe.common.safetext.name``): at most ``NAME_CHARS`` characters,
@@ -73,19 +73,19 @@ import numpy as np
 from nsysprobe.errors import TraceError
 from nsysprobe.trace import metadata, nvtx, sampling, tables
 from nsysprobe.trace.connection import (
-    _MAX_VALUE_BYTES,
+    MAX_VALUE_BYTES,
     WorkBudget,
-    _check_sqlite_file,
-    _is_locked,
-    _locked_message,
-    _private_copy,
-    _read_failed,
+    check_sqlite_file,
+    is_locked,
+    locked_message,
+    private_copy,
+    read_failed,
     table_kinds,
 )
 from nsysprobe.trace.metadata import Strings
 from nsysprobe.trace.sampling import PythonSamples
-from nsysprobe.trace.tables import _EVENT_TABLES
-from nsysprobe.trace.values import _text
+from nsysprobe.trace.tables import EVENT_TABLES
+from nsysprobe.trace.values import text_from_bytes
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class Trace:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        wal = _check_sqlite_file(self.path)
+        wal = check_sqlite_file(self.path)
         self._copy: Path | None = None
         source = self.path
         self._uri = source.resolve().as_uri() + "?mode=ro"
@@ -114,17 +114,17 @@ class Trace:
             # user's trace; with no -wal file there is nothing pending, so read it as immutable.
             self._uri += "&immutable=1"
         elif wal:
-            self._copy = _private_copy(self.path)
+            self._copy = private_copy(self.path)
             self._uri = (self._copy / self.path.name).as_uri() + "?mode=ro"
         self._budget = WorkBudget(self.path, os.path.getsize(self.path))
         try:
-            self._db = self._connect(_text)
+            self._db = self._connect(text_from_bytes)
             kinds = table_kinds(self._db)
         except sqlite3.DatabaseError as exc:
             self.close()
             self._budget.resume(exc)
-            if _is_locked(exc):
-                raise TraceError(_locked_message(self.path, exc)) from exc
+            if is_locked(exc):
+                raise TraceError(locked_message(self.path, exc)) from exc
             if self._budget.spent:
                 raise TraceError(self._budget.explain(exc)) from exc
             raise TraceError(
@@ -140,7 +140,7 @@ class Trace:
         self._opened: list[sqlite3.Connection] = []
         self._ids: dict[tuple[str, str], UnusableIds] = {}
         self._python_samples: dict[int | None, PythonSamples] = {}
-        if "StringIds" not in self.tables and not self.tables & _EVENT_TABLES:
+        if "StringIds" not in self.tables and not self.tables & EVENT_TABLES:
             self.close()
             raise TraceError(
                 f"{self.path}: an SQLite file but not an Nsight Systems export (no StringIds "
@@ -152,7 +152,7 @@ class Trace:
         db = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
         db.text_factory = text_factory
         if hasattr(db, "setlimit"):  # Python 3.11+
-            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         self._budget.watch(db)
         return db
 
@@ -262,7 +262,7 @@ class Trace:
         self._budget.resume(exc)
         if self._budget.spent:
             return self._budget.explain(exc)
-        return _read_failed(self.path, table, exc)
+        return read_failed(self.path, table, exc)
 
     def count_where(self, table: str, where: str) -> int:
         if table not in self.tables:

@@ -19,7 +19,7 @@ import numpy as np
 from nsysprobe.common.safetext import NAME_CHARS
 from nsysprobe.common.safetext import name as _name
 from nsysprobe.errors import TraceError
-from nsysprobe.trace.metadata import _NAMES_PER_QUERY
+from nsysprobe.trace.metadata import NAMES_PER_QUERY
 from nsysprobe.trace.payloads import (
     NVTX_MARK,
     SAMPLING_DOMAINS,
@@ -28,7 +28,7 @@ from nsysprobe.trace.payloads import (
     json_frames,
 )
 from nsysprobe.trace.schema import STRING_TABLE
-from nsysprobe.trace.values import _INT64_MAX, _INT64_MIN, _MAX_TIME_NS, as_int, as_text
+from nsysprobe.trace.values import INT64_MAX, INT64_MIN, MAX_TIME_NS, as_int, as_text
 
 # Python sampling marks fetched at once (``python_samples``), and their payload columns.
 _SAMPLE_ROWS = 1 << 14
@@ -102,7 +102,7 @@ def _read_python_samples(trace, thread: int | None) -> PythonSamples:
         f'SELECT "start", "globalTid", "domainId", {json_col}, {blob_col} FROM "{table}" '
         f'WHERE "eventType" = {NVTX_MARK} AND typeof("start") = \'integer\' '
         f"AND typeof(\"globalTid\") = 'integer' AND typeof(\"domainId\") = 'integer' "
-        f'AND "start" BETWEEN {-_MAX_TIME_NS} AND {_MAX_TIME_NS} AND "globalTid" >= 0 '
+        f'AND "start" BETWEEN {-MAX_TIME_NS} AND {MAX_TIME_NS} AND "globalTid" >= 0 '
         f"AND ({marks}){one}"
     )
     reader = _Samples(trace)
@@ -142,9 +142,9 @@ def _string_tails(trace, ids: set[int]) -> dict[int, str]:
     if not ids or STRING_TABLE not in trace.tables:
         return {}
     out: dict[int, str] = {}
-    wanted = sorted(i for i in ids if _INT64_MIN <= i <= _INT64_MAX)
-    for lo in range(0, len(wanted), _NAMES_PER_QUERY):
-        chunk = wanted[lo : lo + _NAMES_PER_QUERY]
+    wanted = sorted(i for i in ids if INT64_MIN <= i <= INT64_MAX)
+    for lo in range(0, len(wanted), NAMES_PER_QUERY):
+        chunk = wanted[lo : lo + NAMES_PER_QUERY]
         sql = (
             f"SELECT id, CASE WHEN length(value) > {NAME_CHARS} THEN "
             f"substr(value, -{NAME_CHARS}) ELSE value END FROM {STRING_TABLE} "

@@ -76,13 +76,13 @@ from nsysprobe.trace.payloads import (
 )
 from nsysprobe.trace.reader import Trace
 from nsysprobe.trace.scrub_values import (
-    _MAX_VALUE_BYTES,
     MAX_TEXT_BYTES,
+    MAX_VALUE_BYTES,
     KeptValues,
-    _ident,
-    _mib,
-    _number,
-    _text,
+    ident,
+    mib,
+    number_sql,
+    text_sql,
 )
 
 try:
@@ -174,7 +174,7 @@ class _Copy:
     def _open(self) -> None:
         """Set the limits and pragmas of the new database and attach the export read-only."""
         if hasattr(self.db, "setlimit"):  # Python 3.11+
-            self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
+            self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             self.db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 1)
         self.budget.watch(self.db)
         self.values.register(self.db)
@@ -242,7 +242,7 @@ class _Copy:
         """The export's plain and stored columns of ``name`` (a virtual generated column is
         computed on every read, by SQL the export chose: never read)."""
         info = self._sql(
-            lambda: self.db.execute(f"PRAGMA src.table_xinfo({_ident(name)})").fetchall()
+            lambda: self.db.execute(f"PRAGMA src.table_xinfo({ident(name)})").fetchall()
         )
         return [row[1] for row in info if row[6] in (0, 3)]
 
@@ -252,7 +252,7 @@ class _Copy:
             if candidate in taken:
                 continue
             try:
-                self.db.execute(f"SELECT {candidate} FROM src.{_ident(name)} LIMIT 0")
+                self.db.execute(f"SELECT {candidate} FROM src.{ident(name)} LIMIT 0")
             except sqlite3.OperationalError:
                 return None  # WITHOUT ROWID
             return candidate
@@ -269,25 +269,25 @@ class _Copy:
         exprs = {}
         for col in wanted:
             if col in table.numbers:
-                exprs[col] = _number(col)
+                exprs[col] = number_sql(col)
             elif col in table.string_ids:
-                exprs[col] = f"CASE WHEN {named} THEN {_number(col)} END"
+                exprs[col] = f"CASE WHEN {named} THEN {number_sql(col)} END"
             elif col in table.keys:
-                exprs[col] = _text(col, "nsysprobe_key")
+                exprs[col] = text_sql(col, "nsysprobe_key")
             elif col in table.known:
-                exprs[col] = _text(col, "nsysprobe_known")
+                exprs[col] = text_sql(col, "nsysprobe_known")
             elif col in table.payloads:
                 exprs[col] = self._payload_expr(col, present)
             elif name in _VERSION_TABLES and col == "value":
-                exprs[col] = f"CASE WHEN {named} THEN {_text(col, 'nsysprobe_version')} END"
+                exprs[col] = f"CASE WHEN {named} THEN {text_sql(col, 'nsysprobe_version')} END"
             else:
-                exprs[col] = f"CASE WHEN {named} THEN {_text(col)} END"
+                exprs[col] = f"CASE WHEN {named} THEN {text_sql(col)} END"
         where = _condition(table.rows, present) if table.rows else "1"
         self._create(name, wanted)
         self._insert(name, exprs, present, where)
         dropped_rows = 0
         if table.rows:
-            dropped_rows = self._count(f"src.{_ident(name)}") - self._count(f"main.{_ident(name)}")
+            dropped_rows = self._count(f"src.{ident(name)}") - self._count(f"main.{ident(name)}")
         return len(present) - len(wanted), dropped_rows
 
     def _copy_strings(self, kept: list[str]) -> tuple[int, int] | None:
@@ -302,22 +302,22 @@ class _Copy:
             for col in schema.TABLES[t].string_ids:
                 if col not in self._main_columns(t):
                     continue
-                c = _ident(col)
+                c = ident(col)
                 self._run(
-                    f"INSERT OR IGNORE INTO temp.named SELECT {c} FROM main.{_ident(t)} "
+                    f"INSERT OR IGNORE INTO temp.named SELECT {c} FROM main.{ident(t)} "
                     f"WHERE {c} = CAST({c} AS INTEGER)"
                 )
         self._name_frames()
         wanted = [c for c in table.columns if c in present]
-        exprs = {c: _number(c) if c in table.numbers else _text(c) for c in wanted}
+        exprs = {c: number_sql(c) if c in table.numbers else text_sql(c) for c in wanted}
         if "value" in exprs and self.values.frame_files:
             exprs["value"] = (
                 f'CASE WHEN "id" IN (SELECT id FROM temp.files) THEN '
-                f"{_text('value', 'nsysprobe_file')} ELSE {exprs['value']} END"
+                f"{text_sql('value', 'nsysprobe_file')} ELSE {exprs['value']} END"
             )
         self._create(name, wanted)
         self._insert(name, exprs, present, '"id" IN (SELECT id FROM temp.named)')
-        dropped = self._count(f"src.{_ident(name)}") - self._count(f"main.{_ident(name)}")
+        dropped = self._count(f"src.{ident(name)}") - self._count(f"main.{ident(name)}")
         return len(present) - len(wanted), dropped
 
     def _name_frames(self) -> None:
@@ -346,33 +346,33 @@ class _Copy:
         return (
             f'CASE WHEN "eventType" = {NVTX_MARK} AND typeof("globalTid") = \'integer\' '
             f"AND typeof(\"domainId\") = 'integer' AND ({marks}) "
-            f'THEN nsysprobe_payload({_ident(col)}, {blob}, "domainId") END'
+            f'THEN nsysprobe_payload({ident(col)}, {blob}, "domainId") END'
         )
 
     def _main_columns(self, name: str) -> list[str]:
-        return [r[1] for r in self.db.execute(f"PRAGMA main.table_info({_ident(name)})")]
+        return [r[1] for r in self.db.execute(f"PRAGMA main.table_info({ident(name)})")]
 
     def _create(self, name: str, columns: list[str]) -> None:
         # No declared types: a column's affinity would convert what is stored (text '12' in an
         # INTEGER column becomes 12), and the reader tells values apart by their type.
-        cols = ", ".join(_ident(c) for c in columns)
-        self._run(f"CREATE TABLE main.{_ident(name)} ({cols})")
+        cols = ", ".join(ident(c) for c in columns)
+        self._run(f"CREATE TABLE main.{ident(name)} ({cols})")
 
     def _insert(self, name: str, exprs: dict[str, str], present: list[str], where: str) -> None:
         """INSERT ... SELECT, in blocks of rowids so that a signal is answered between them."""
         rowid = self._rowid(name, present)
-        targets = ([rowid] if rowid else []) + [_ident(c) for c in exprs]
+        targets = ([rowid] if rowid else []) + [ident(c) for c in exprs]
         values = ([rowid] if rowid else []) + list(exprs.values())
         sql = (
-            f"INSERT INTO main.{_ident(name)} ({', '.join(targets)}) "
-            f"SELECT {', '.join(values)} FROM src.{_ident(name)} WHERE ({where})"
+            f"INSERT INTO main.{ident(name)} ({', '.join(targets)}) "
+            f"SELECT {', '.join(values)} FROM src.{ident(name)} WHERE ({where})"
         )
         if rowid is None:
             self._run(sql, table=name)
             return
         span = self._sql(
             lambda: self.db.execute(
-                f"SELECT min({rowid}), max({rowid}) FROM src.{_ident(name)}"
+                f"SELECT min({rowid}), max({rowid}) FROM src.{ident(name)}"
             ).fetchone(),
             table=name,
         )
@@ -444,7 +444,7 @@ class _Copy:
         """SQLite's "database or disk is full": the file size limit, the disk, or else the
         growth limit (``max_page_count``)."""
         return self._write_failed() or self._too_large(
-            f"its scrubbed copy would be larger than {_mib(self.max_pages * _PAGE_BYTES)} "
+            f"its scrubbed copy would be larger than {mib(self.max_pages * _PAGE_BYTES)} "
             f"({MAX_GROWTH}x the export's size, plus up to {MAX_TEXT_GROWTH}x for the "
             f"placeholders in its text)"
         )

@@ -2,7 +2,7 @@
 calls on every kept text (``nsysprobe_text``: scrubbed by ``secrets.scrubber``), version
 number, capture option, payload (``trace.payloads``), frame file and schema entry name; and
 the limits on how much scrubbing may lengthen the text, which stop the copy with a one-line
-error (``too_long``: the copy, ``trace.scrub``, says it). ``_number`` and ``_text`` are the
+error (``too_long``: the copy, ``trace.scrub``, says it). ``number_sql`` and ``text_sql`` are the
 SQL that reads a kept column through them.
 """
 
@@ -19,7 +19,7 @@ from nsysprobe.trace.secrets.scrubber import Scrubber, TooLong
 # The longest text value copied; nsys writes none near it (long C++ kernel names are KiBs).
 MAX_TEXT_BYTES = 16 << 20
 # SQLite's limit on one value read or written: a text scrubbed may grow by this much.
-_MAX_VALUE_BYTES = MAX_TEXT_BYTES + (1 << 20)
+MAX_VALUE_BYTES = MAX_TEXT_BYTES + (1 << 20)
 # Numbers and dots, as every export writes them (``2025.3.2.0``, ``3.20.3``); a suffix could
 # carry anything, so only the number is kept.
 _VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")
@@ -68,12 +68,12 @@ class KeptValues:
             self.text_growth += max(0, grown)
             if self.text_growth > self.text_growth_limit:
                 self.too_long = (
-                    f"its scrubbed text would be more than {_mib(self.text_growth_limit)} "
+                    f"its scrubbed text would be more than {mib(self.text_growth_limit)} "
                     f"longer than the original ({self.max_text_growth}x the export's size)"
                 )
                 raise _TextTooLong
-            if len(value) + grown > _MAX_VALUE_BYTES:
-                self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
+            if len(value) + grown > MAX_VALUE_BYTES:
+                self.too_long = f"a text would grow past {mib(MAX_VALUE_BYTES)} when scrubbed"
                 raise _TextTooLong
         return clean
 
@@ -111,9 +111,9 @@ class KeptValues:
 
     def _scrubbed(self, text: str) -> str:
         try:
-            return self.scrubber(text, max_chars=_MAX_VALUE_BYTES)
+            return self.scrubber(text, max_chars=MAX_VALUE_BYTES)
         except TooLong:
-            self.too_long = f"a text would grow past {_mib(_MAX_VALUE_BYTES)} when scrubbed"
+            self.too_long = f"a text would grow past {mib(MAX_VALUE_BYTES)} when scrubbed"
             raise _TextTooLong from None
 
     def version(self, value, is_text: int):
@@ -144,23 +144,23 @@ class KeptValues:
             return raw.decode(codec, errors="replace")
 
 
-def _mib(size: int) -> str:
+def mib(size: int) -> str:
     return f"{size / (1 << 20):,.1f} MiB"
 
 
-def _ident(name: str) -> str:
+def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _number(col: str) -> str:
-    c = _ident(col)
+def number_sql(col: str) -> str:
+    c = ident(col)
     return f"CASE typeof({c}) WHEN 'integer' THEN {c} WHEN 'real' THEN {c} END"
 
 
-def _text(col: str, function: str = "nsysprobe_text") -> str:
+def text_sql(col: str, function: str = "nsysprobe_text") -> str:
     """The column's text and BLOBs through ``function`` (as bytes: Python decodes them
     leniently, exports hold non-UTF-8 text); numbers and NULL as they are, without a call."""
-    c = _ident(col)
+    c = ident(col)
     return (
         f"CASE typeof({c}) WHEN 'text' THEN {function}(CAST({c} AS BLOB), 1) "
         f"WHEN 'blob' THEN {function}({c}, 0) ELSE {c} END"

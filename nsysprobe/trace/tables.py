@@ -15,11 +15,11 @@ import numpy as np
 from nsysprobe.common.table import Table, concat
 from nsysprobe.errors import TraceError
 from nsysprobe.trace.intervals import intervals
-from nsysprobe.trace.values import NO_ID, _int_expr, as_text
+from nsysprobe.trace.values import NO_ID, as_text, int_expr
 
 # The tables whose presence tells an Nsight Systems export (``Trace`` refuses a file with none
 # of them and no ``StringIds``).
-_EVENT_TABLES = frozenset(
+EVENT_TABLES = frozenset(
     {
         "CUPTI_ACTIVITY_KIND_KERNEL",
         "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -126,7 +126,7 @@ def sched_events(trace) -> Table:
     cols = ["start", "cpu", "isSchedIn", "globalTid"]
     if "SCHED_EVENTS" not in trace.tables:
         return Table.empty(cols)
-    exprs = ", ".join(_int_expr(c) for c in cols)
+    exprs = ", ".join(int_expr(c) for c in cols)
     present = set(trace.columns("SCHED_EVENTS"))
     if not set(cols) <= present:
         return Table.empty(cols)

@@ -2,9 +2,9 @@
 
 An export from a stranger may hold anything in any column: NULL, text where a number belongs, a
 BLOB, a REAL, a number out of range. This module answers how each is read: text as a name
-(``as_text``), integers (``as_int``, ``_lenient_int``), ids that the analyses group or join by
-(``ID_BOUNDS``; anything else reads as ``NO_ID``), times within ``_MAX_TIME_NS`` of the
-report's clock origin (``_valid_interval``); and the ids packed in a ``globalTid``
+(``as_text``), integers (``as_int``, ``lenient_int``), ids that the analyses group or join by
+(``ID_BOUNDS``; anything else reads as ``NO_ID``), times within ``MAX_TIME_NS`` of the
+report's clock origin (``valid_interval``); and the ids packed in a ``globalTid``
 (``pid_of``, ``tid_of``) and the pattern of an NVTX name (``range_pattern``).
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 from nsysprobe.common.safetext import NAME_CHARS
 from nsysprobe.common.safetext import name as _name
 
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Timestamps beyond 73 years from the report's origin are damage, not data; bounding them keeps
 # every difference of two timestamps within int64.
-_MAX_TIME_NS = 1 << 61
+MAX_TIME_NS = 1 << 61
 # Bytes of a text read to make a name of NAME_CHARS characters (4 bytes a character at most).
 _MAX_NAME_BYTES = 4 * (NAME_CHARS + 1)
 
@@ -51,7 +51,7 @@ def as_text(value: object) -> str:
     """Text of a value that should be text, as a name (``safetext.name``): BLOBs and numbers
     are decoded or formatted."""
     if isinstance(value, bytes):
-        return _text(value)
+        return text_from_bytes(value)
     return _name(value if isinstance(value, str) else str(value))
 
 
@@ -64,21 +64,21 @@ def as_int(value: object) -> int | None:
         if not math.isfinite(value) or not float(value).is_integer():
             return None
         value = int(value)
-    if isinstance(value, (int, np.integer)) and _INT64_MIN <= value <= _INT64_MAX:
+    if isinstance(value, (int, np.integer)) and INT64_MIN <= value <= INT64_MAX:
         return int(value)
     return None
 
 
-def _lenient_text(raw: bytes) -> str:
+def lenient_text(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw.decode("utf-8", errors="replace")
 
 
-def _text(raw: bytes) -> str:
+def text_from_bytes(raw: bytes) -> str:
     """Every text the main connection reads: decoded leniently, as a name."""
-    return _name(_lenient_text(raw[:_MAX_NAME_BYTES]))
+    return _name(lenient_text(raw[:_MAX_NAME_BYTES]))
 
 
 # Sizes no real copy or memset has, read as unknown (-1): a TiB per copy is beyond any GPU's
@@ -92,28 +92,28 @@ MAX_DEVICE_ID = (1 << 31) - 1
 NO_ID = -1
 ID_BOUNDS = {
     "deviceId": (0, MAX_DEVICE_ID),
-    **{c: (0, _INT64_MAX) for c in ("globalPid", "globalTid", "streamId", "correlationId")},
+    **{c: (0, INT64_MAX) for c in ("globalPid", "globalTid", "streamId", "correlationId")},
 }
-_BOUNDS = {"bytes": (0, _MAX_OP_BYTES), **ID_BOUNDS}
+BOUNDS = {"bytes": (0, _MAX_OP_BYTES), **ID_BOUNDS}
 
 # Id columns read as int32 when every value fits: half the memory of tables of millions of
 # rows. Timestamps, byte counts and global thread/process ids (pid << 24) stay int64.
-_IDS = frozenset({"deviceId", "streamId", "correlationId", "nameId", "domainId", "rowid"})
+IDS = frozenset({"deviceId", "streamId", "correlationId", "nameId", "domainId", "rowid"})
 
 
-def _narrow(values: np.ndarray) -> np.ndarray:
+def narrow(values: np.ndarray) -> np.ndarray:
     """``values`` as int32 when they all fit, else as they are."""
     if values.size and (values.min() < -(1 << 31) or values.max() >= 1 << 31):
         return values
     return values.astype(np.int32)
 
 
-def _present(value: object) -> bool:
+def present(value: object) -> bool:
     """Not NULL (nor a float NaN, which SQLite cannot hold but a crafted value may)."""
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def _number(value: object) -> int | float | None:
+def number(value: object) -> int | float | None:
     """A value of a column of numbers as a number: integers and finite floats as they are,
     text that spells a number parsed; None for NULL, a BLOB or anything else."""
     if isinstance(value, str):
@@ -134,36 +134,36 @@ def _number(value: object) -> int | float | None:
     return None
 
 
-def _lenient_int(value: object) -> int:
-    """An integer column's value read leniently (``_number``, floats cut toward zero), -1
+def lenient_int(value: object) -> int:
+    """An integer column's value read leniently (``number``, floats cut toward zero), -1
     where it is no number or beyond int64."""
-    n = _number(value)
+    n = number(value)
     if n is None:
         return -1
     n = int(n)
-    return n if _INT64_MIN <= n <= _INT64_MAX else -1
+    return n if INT64_MIN <= n <= INT64_MAX else -1
 
 
-def _text_affinity(declared: str) -> bool:
+def text_affinity(declared: str) -> bool:
     """Whether SQLite gives a column of this declared type TEXT affinity (a number stored in
     it becomes text)."""
     return "INT" not in declared and any(k in declared for k in ("CHAR", "CLOB", "TEXT"))
 
 
-def _interval_where(extra: str) -> str:
-    return f"WHERE {_valid_interval('start', 'end')} AND ({extra})"
+def interval_where(extra: str) -> str:
+    return f"WHERE {valid_interval('start', 'end')} AND ({extra})"
 
 
-def _valid_interval(start: str, end: str) -> str:
-    """SQL true for a row whose start and end are integers within ``_MAX_TIME_NS`` of the
+def valid_interval(start: str, end: str) -> str:
+    """SQL true for a row whose start and end are integers within ``MAX_TIME_NS`` of the
     report's clock origin, end not before start."""
     return (
         f"typeof(\"{start}\") = 'integer' AND typeof(\"{end}\") = 'integer' AND "
-        f'"{end}" >= "{start}" AND "{start}" >= {-_MAX_TIME_NS} AND "{end}" <= {_MAX_TIME_NS}'
+        f'"{end}" >= "{start}" AND "{start}" >= {-MAX_TIME_NS} AND "{end}" <= {MAX_TIME_NS}'
     )
 
 
-def _int_expr(column: str, low: int | None = None, high: int | None = None) -> str:
+def int_expr(column: str, low: int | None = None, high: int | None = None) -> str:
     """The column's value where it is an integer (within [low, high] when given), else -1
     (NULL, text, BLOB, real, or out of bounds)."""
     test = f"typeof(\"{column}\") = 'integer'"

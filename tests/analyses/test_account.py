@@ -1109,7 +1109,7 @@ def test_distinct_copy_kinds_are_the_distinct_rows_in_order(low, high):
 
     rng = np.random.default_rng(7)
     cols = [rng.integers(low, high, 5000) for _ in range(3)]
-    rows, index = account_module._distinct_rows(*cols)
+    rows, index = account_module.distinct_rows(*cols)
     expected = sorted(set(zip(*(c.tolist() for c in cols))))
     assert rows == expected
     position = {r: i for i, r in enumerate(expected)}

@@ -216,7 +216,7 @@ def rules_writes() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """Per id, the evidence keys and threshold keys its rule writes, read from the source of
     the diagnosis's modules: from its row's check (``rules.RULES``), or the function whose
     ``Outcome`` ``diagnose`` makes into its row (``ROW.made(function(...))``), through every
-    function they call, ``_rec(account, title, ..., key=...)`` (``_evidence``'s keys, its
+    function they call, ``rec(account, title, ..., key=...)`` (``bucket_evidence``'s keys, its
     buckets' apart) and ``Outcome(evidence={...}, thresholds={...})``."""
     functions = {
         node.name: node
@@ -235,7 +235,7 @@ def rules_writes() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
             kw = {k.arg: k.value for k in node.keywords}
-            if node.func.id == "_rec":
+            if node.func.id == "rec":
                 keys |= {k for k in kw if k != "saved"}
             elif node.func.id == "Outcome":
                 made = kw.get("evidence")
@@ -252,7 +252,7 @@ def rules_writes() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
 
     roots = defaultdict(set)
     for rule in RULES:
-        if rule.check is not None:  # partial(_step_pattern, verdict): its function's
+        if rule.check is not None:  # partial(step_pattern, verdict): its function's
             roots[rule.id].add(getattr(rule.check, "func", rule.check).__name__)
     made = ast.parse((ROOT / "nsysprobe/diagnose/rules.py").read_text())
     # ROW.made(function(...)), or ROW.made(name) after name = function(...)

@@ -198,7 +198,7 @@ def test_what_only_dropped_rows_hold_does_not_change_how_the_rest_is_read(tmp_pa
         "printf('%.*c', 5000, 'a'), globalTid FROM NVTX_EVENTS LIMIT 3",
         name="long.sqlite",
     )
-    monkeypatch.setattr(intervals, "_MAX_BLOCK_TEXT", 8000)
+    monkeypatch.setattr(intervals, "MAX_BLOCK_TEXT", 8000)
     rows, names, dropped = _nvtx_read(long)
     assert rows == kept and dropped == 3
     assert names == [n for r, n in sorted(_names_by_hand(long).items()) if r in kept]

@@ -247,7 +247,7 @@ def test_nvtx_names_whatever_the_table_layout(build, layout):
 @pytest.mark.skipif(not hasattr(sqlite3.Connection, "setlimit"), reason="Python 3.11+")
 def test_nvtx_names_longer_than_a_block_text_are_read_by_rows(build, monkeypatch):
     # SQLite refuses a block's joined names past the limit: the names are read row by row.
-    monkeypatch.setattr(intervals, "_MAX_BLOCK_TEXT", 100)
+    monkeypatch.setattr(intervals, "MAX_BLOCK_TEXT", 100)
     ranges, details = _read_all(_named_export(build))
     names = SHOWN
     assert [n for n, _ in details] == names

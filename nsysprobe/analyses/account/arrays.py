@@ -12,7 +12,7 @@ from nsysprobe.common.table import Labels, ranked
 INTERVALS_PER_RUN = 1 << 18
 
 
-class _Texts:
+class Texts:
     """The details' texts as codes (-1: none): pieces come by the million, names by the few."""
 
     def __init__(self):
@@ -31,7 +31,7 @@ class _Texts:
 
     def codes(self, coded: Coded) -> np.ndarray:
         """The codes of texts given as ``(which, texts)``: each row's index into ``texts``
-        (-1, None or "" for none), as ``_joined`` gives them."""
+        (-1, None or "" for none), as ``joined`` gives them."""
         which, distinct = coded
         # -1 picks the last entry: none.
         return np.array([self.code(t) for t in distinct] + [-1], dtype=np.int64)[which]
@@ -51,12 +51,12 @@ class _Texts:
 Coded = tuple[np.ndarray, list[str] | np.ndarray]
 
 
-def _one(text: str, n: int) -> Coded:
+def one(text: str, n: int) -> Coded:
     """``text`` on each of ``n`` rows."""
     return np.zeros(n, dtype=np.int64), [text]
 
 
-def _joined(first: Coded, second: Coded, form: str) -> tuple[np.ndarray, list[str]]:
+def joined(first: Coded, second: Coded, form: str) -> tuple[np.ndarray, list[str]]:
     """Per row, the text of ``first`` followed by ``form`` filled with that of ``second``
     (nothing where it is none or empty), one string per distinct pair."""
     (a_codes, a_texts), (b_codes, b_texts) = first, second
@@ -70,7 +70,7 @@ def _joined(first: Coded, second: Coded, form: str) -> tuple[np.ndarray, list[st
     return which, labels
 
 
-def _size_labels(nbytes: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def size_labels(nbytes: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Sizes as "4 B", "64 kB", "128 MB" (``Coded``): few distinct values, each formatted
     once."""
     sizes, which = np.unique(nbytes, return_inverse=True)
@@ -81,14 +81,14 @@ def _size_labels(nbytes: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return which.reshape(-1), labels
 
 
-# Bits per column when the columns of ``_distinct_rows`` are packed into one integer.
+# Bits per column when the columns of ``distinct_rows`` are packed into one integer.
 _ROW_BITS = 21
-# A column of ``_distinct_rows`` with values below this (an enum: copy kinds, memory kinds) is
+# A column of ``distinct_rows`` with values below this (an enum: copy kinds, memory kinds) is
 # packed as it is; one with larger values by the rank of each among its distinct ones.
 _SMALL_RANGE = 1 << 8
 
 
-def _distinct_rows(
+def distinct_rows(
     first: np.ndarray, second: np.ndarray, third: np.ndarray
 ) -> tuple[list[tuple[int, int, int]], np.ndarray]:
     """The distinct rows of three integer columns, sorted, and each row's index into them.

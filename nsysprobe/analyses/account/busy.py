@@ -13,7 +13,7 @@ from nsysprobe.analyses.communication import CollectiveSummary, summarize
 from nsysprobe.analyses.rows import label_at
 
 
-def _busy(scope: Scope):
+def busy(scope: Scope):
     """The busy kinds in order (``_busy_order``); the partition of the GPU's busy time
     (segments: start, end, index of the kind); the communication layer and, when it holds
     any work, the compute layer; and what compute could hide (``_compute_free``)."""
@@ -78,7 +78,7 @@ def _compute_free(windows: iv.Intervals, layers: dict[str, iv.Intervals]) -> dic
     return out
 
 
-def _hideable(busy_names, rows, free, sl, of=None) -> dict[str, int]:
+def hideable_by_kind(busy_names, rows, free, sl, of=None) -> dict[str, int]:
     """Per busy kind, the most of it overlap could hide in the steps ``rows`` (the steady
     steps ``sl``, or those of them where ``of``): under compute not already running under it."""
     out = {}
@@ -92,7 +92,7 @@ def _hideable(busy_names, rows, free, sl, of=None) -> dict[str, int]:
     return out
 
 
-def _communication(scope: Scope, layers, busy_names, labels, table):
+def communication(scope: Scope, layers, busy_names, labels, table):
     """Per window, NCCL's work (union) and its exposed part; over the steady steps, all of
     it and the part under compute kernels; per collective, its figures (``summarize``); and
     every NCCL operation (``CommunicationOps``)."""

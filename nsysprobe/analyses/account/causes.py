@@ -35,7 +35,7 @@ IDLE_CAUSES = (
     "other_process",
 )
 # API categories (``calls.API_KINDS``), in the order a thread's nested calls resolve.
-_SYNC, _COPY, _ALLOC, _LAUNCH, _OTHER, _MODULE = (
+SYNC, COPY, _ALLOC, LAUNCH, OTHER, _MODULE = (
     API_SYNC,
     API_COPY,
     API_ALLOC,
@@ -43,17 +43,17 @@ _SYNC, _COPY, _ALLOC, _LAUNCH, _OTHER, _MODULE = (
     API_OTHER,
     API_MODULE,
 )
-_DRAINING = (_SYNC, _COPY, _ALLOC)
-# What a thread was doing at a moment of idle (``_thread_states``).
-_OWN, _OS_WAIT, _OS_CALL, _API = 0, 1, 2, 10
+DRAINING = (SYNC, COPY, _ALLOC)
+# What a thread was doing at a moment of idle (``thread_states``).
+OWN, OS_WAIT, OS_CALL, API = 0, 1, 2, 10
 _CATEGORY_CAUSE = {
-    _SYNC: "sync",
-    _COPY: "blocking_copy",
+    SYNC: "sync",
+    COPY: "blocking_copy",
     _ALLOC: "allocator",
-    _LAUNCH: "launch",
-    _OTHER: "cuda_api",
+    LAUNCH: "launch",
+    OTHER: "cuda_api",
     _MODULE: "module_loading",
 }
-_CAUSE = {name: i for i, name in enumerate(IDLE_CAUSES)}  # cause -> its index
+CAUSE = {name: i for i, name in enumerate(IDLE_CAUSES)}  # cause -> its index
 # API category -> the index of its idle cause.
-_CAT_CAUSE = np.array([_CAUSE[_CATEGORY_CAUSE[k]] for k in range(len(_CATEGORY_CAUSE))])
+CAT_CAUSE = np.array([CAUSE[_CATEGORY_CAUSE[k]] for k in range(len(_CATEGORY_CAUSE))])

@@ -13,7 +13,7 @@ from nsysprobe.analyses.account.tally import DETAILS_LISTED
 from nsysprobe.analyses.rows import label_at
 
 
-def _copy_ranges(scope: Scope) -> tuple[Detail, ...]:
+def copy_ranges(scope: Scope) -> tuple[Detail, ...]:
     """The steady steps' host-to-device copy time by the innermost NVTX range (numbers
     masked) on the thread of the call that issued each copy, largest first."""
     ops, rt, nv = scope.ops, scope.runtime, scope.ev.nvtx
@@ -50,7 +50,7 @@ def _steady_htod(scope: Scope) -> np.ndarray:
     return np.flatnonzero(htod & (start >= lo) & (start < hi))
 
 
-def _htod_copies(scope: Scope) -> HtodCopies:
+def htod_copies(scope: Scope) -> HtodCopies:
     sel = _steady_htod(scope)
     kinds = scope.ops["kind"]
     kind = label_at(kinds, sel) if sel.size else np.empty(0, object)
@@ -76,7 +76,7 @@ def _htod_copies(scope: Scope) -> HtodCopies:
     )
 
 
-def _first_htod(scope: Scope, is_htod: np.ndarray) -> np.ndarray:
+def first_htod(scope: Scope, is_htod: np.ndarray) -> np.ndarray:
     """Per operation: does it carry a batch: is it the first host-to-device copy its step
     launched (from inside the step's CPU range; a copy launched outside every step range:
     the first in its window), or a copy of the same size as one of those (the next

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.causes import _DRAINING, IDLE_CAUSES
+from nsysprobe.analyses.account.causes import DRAINING, IDLE_CAUSES
 from nsysprobe.analyses.account.scope import Scope
 
 # Idle that keeps its own cause inside a drain's episode: GPU-side time, nsys's, and the
@@ -17,7 +17,7 @@ from nsysprobe.analyses.account.scope import Scope
 KEPT_AFTER_DRAINS = ("queued", "profiler_overhead", "loading", "loader_wait", "os_wait")
 
 
-def _drain_episodes(
+def drain_episodes(
     scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, drained: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per idle interval, the latest drain whose episode it belongs to (its number among
@@ -28,7 +28,7 @@ def _drain_episodes(
     operation while the GPU is still busy with earlier work. That is the drain's
     episode, across step boundaries too. Drains that follow one another before the
     thread gets ahead (``loss.item()`` then ``acc.cpu()``) form one chain, whose idle
-    ``_charge_drains`` shares out.
+    ``charge_drains`` shares out.
     """
     n = idle_s.size
     # Numbers of drains and chains: 32 bits while they fit (millions of idle intervals).
@@ -69,17 +69,17 @@ def _drain_episodes(
     return episode, chain
 
 
-def _draining_calls(scope: Scope, thread: int) -> tuple[np.ndarray, ...]:
+def draining_calls(scope: Scope, thread: int) -> tuple[np.ndarray, ...]:
     """The thread's calls that can drain the GPU (sync, copy, allocator): start, end,
     category and API name (a code of the runtime's ``api`` labels), by start."""
     rt = scope.runtime
-    mine = np.flatnonzero((rt["globalTid"] == thread) & np.isin(rt["cat"], _DRAINING))
+    mine = np.flatnonzero((rt["globalTid"] == thread) & np.isin(rt["cat"], DRAINING))
     return rt["start"][mine], rt["end"][mine], rt["cat"][mine], rt["api"].codes[mine]
 
 
-def _drains(draining: tuple[np.ndarray, ...], at: np.ndarray) -> tuple[np.ndarray, ...]:
+def draining_at(draining: tuple[np.ndarray, ...], at: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per time: the category, API (its code) and start of the draining call
-    (``_draining_calls``) the thread was inside at that time, begun before it; -1, -1 and the
+    (``draining_calls``) the thread was inside at that time, begun before it; -1, -1 and the
     time when none."""
     s, e, cat, api = draining
     if not s.size:
@@ -93,9 +93,7 @@ def _drains(draining: tuple[np.ndarray, ...], at: np.ndarray) -> tuple[np.ndarra
     return cats, apis, np.where(inside, s[j], at)
 
 
-def _charge_drains(
-    s, e, c, d, episode, chain, budget, drain_cause, drain_detail, spent, named=None
-):
+def charge_drains(s, e, c, d, episode, chain, budget, drain_cause, drain_detail, spent, named=None):
     """Charge each chain of drains with the host-side idle of its episodes, in time order, up
     to the time the thread waited inside its draining calls: without the drains, that much of
     the host work would have overlapped the GPU's queued work, and no more. Each piece goes

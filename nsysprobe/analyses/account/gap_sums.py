@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.arrays import _Texts
+from nsysprobe.analyses.account.arrays import Texts
 from nsysprobe.analyses.account.causes import IDLE_CAUSES
 from nsysprobe.analyses.account.model import IdleGaps
 from nsysprobe.common.table import Groups
@@ -65,7 +65,7 @@ class GapSums:
         by = Groups([g, cause[hit], detail[hit]], sort=True)
         self.sums.append((*by.keys, by.sum(ns)))
 
-    def result(self, texts: _Texts) -> IdleGaps:
+    def result(self, texts: Texts) -> IdleGaps:
         n = self.start.size
         cause = np.zeros(n, dtype=np.int64)
         name = np.full(n, None, dtype=object)

@@ -10,29 +10,29 @@ from types import SimpleNamespace
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.arrays import _joined, _one, _size_labels, _Texts, runs
+from nsysprobe.analyses.account.arrays import Texts, joined, one, runs, size_labels
 from nsysprobe.analyses.account.causes import (
-    _API,
-    _CAT_CAUSE,
-    _CAUSE,
-    _COPY,
-    _LAUNCH,
-    _OS_CALL,
-    _OS_WAIT,
-    _OTHER,
-    _OWN,
-    _SYNC,
+    API,
+    CAT_CAUSE,
+    CAUSE,
+    COPY,
     IDLE_CAUSES,
+    LAUNCH,
+    OS_CALL,
+    OS_WAIT,
+    OTHER,
+    OWN,
+    SYNC,
 )
-from nsysprobe.analyses.account.copies import _first_htod
+from nsysprobe.analyses.account.copies import first_htod
 from nsysprobe.analyses.account.drains import (
-    _charge_drains,
-    _drain_episodes,
-    _draining_calls,
-    _drains,
+    charge_drains,
+    drain_episodes,
+    draining_at,
+    draining_calls,
 )
 from nsysprobe.analyses.account.scope import Scope
-from nsysprobe.analyses.account.threads import _calls, _thread_states
+from nsysprobe.analyses.account.threads import thread_calls, thread_states
 from nsysprobe.analyses.rows import per_distinct, sweep
 from nsysprobe.trace.values import pid_of
 
@@ -44,7 +44,7 @@ LAUNCH_GAP_NS = 100_000
 READBACK_MIN_BYTES = 64_000
 
 
-def _idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
+def idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
     """Idle intervals -> the bytes of each read-back that drained the GPU, the details'
     texts, and the labeled pieces of the intervals: runs of (start, end, cause, detail)
     arrays in time order, cause an index into IDLE_CAUSES, detail a code of the texts.
@@ -54,12 +54,12 @@ def _idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
     (their chains of episodes span runs), the second makes the pieces (``sweep``: a
     thread with millions of calls cuts the idle time into tens of millions of them),
     the figures of each run's intervals made again as it goes."""
-    texts = _Texts()
+    texts = Texts()
     facts = _interval_facts(scope, idle_s, idle_e, hi, texts)
     drained, waited, drain_cause, drain_detail, readback_bytes, threads = _drains_of(
         facts, idle_s.size
     )
-    episode, chain = _drain_episodes(scope, idle_s, idle_e, drained)
+    episode, chain = drain_episodes(scope, idle_s, idle_e, drained)
     of_drain = chain[drained]
     ok = of_drain >= 0
     budget = np.bincount(of_drain[ok], weights=waited[ok]).astype(np.int64)
@@ -68,7 +68,7 @@ def _idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
     ovh = ovh.take(pid_of(ovh["globalTid"]) == scope.pid)
     overhead = iv.union(ovh["start"], ovh["end"])
     del ovh
-    calls = {t: _calls(scope, int(t)) for t in sorted(threads)}
+    calls = {t: thread_calls(scope, int(t)) for t in sorted(threads)}
 
     def run(lo: int, hi: int):
         """The pieces of the intervals [lo, hi), in time order."""
@@ -79,7 +79,7 @@ def _idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
         start, end, cause_idx, detail, interval = _overhead_first(
             overhead, start, end, cause_idx, detail, interval + lo, texts.code("nsys")
         )
-        return _charge_drains(
+        return charge_drains(
             start,
             end,
             cause_idx,
@@ -102,7 +102,7 @@ def _idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
     return readback_bytes, texts, pieces()
 
 
-def _labeled(scope: Scope, f, i_s, i_e, texts: _Texts, calls):
+def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
     """The pieces of the idle intervals [i_s, i_e) of a run (``f``: their facts) with their
     causes before the drains and nsys's overhead: start, end, cause, detail and the interval
     (in the run) of each, by interval."""
@@ -122,20 +122,20 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: _Texts, calls):
 
     # Work issued before the idle began: the GPU started it late, no CPU cause.
     at = np.flatnonzero(f.queued)
-    emit(i_s[at], i_e[at], _CAUSE["queued"], -1, at)
+    emit(i_s[at], i_e[at], CAUSE["queued"], -1, at)
     # After the issuing call began, the idle is the cost of that call, named by the
     # call and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
     at = np.flatnonzero(f.issued)
     kind_of = np.where(f.end_copy[at] > 0, kind.codes[f.first[at]], -1)
-    named = _joined((api.codes[f.call[at]], api.categories), (kind_of, kind.categories), " ({})")
+    named = joined((api.codes[f.call[at]], api.categories), (kind_of, kind.categories), " ({})")
     late = np.maximum(i_s[at], f.call_start[at])
-    emit(late, i_e[at], _CAT_CAUSE[f.cat[at]], texts.codes(named), at)
+    emit(late, i_e[at], CAT_CAUSE[f.cat[at]], texts.codes(named), at)
     del at, kind_of, named, late
     # Before it, what the issuing thread was doing.
     early_e = np.minimum(i_e, f.call_start)
     for thread in np.unique(f.tid[~f.queued]).tolist():
         sel = np.flatnonzero(~f.queued & (f.tid == thread))
-        p_s, p_e, p_idx, state, detail = _thread_states(
+        p_s, p_e, p_idx, state, detail = thread_states(
             scope, calls[thread], i_s[sel], early_e[sel], texts, thread
         )
         g = sel[p_idx]  # the idle interval of each piece (in this run)
@@ -147,10 +147,10 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: _Texts, calls):
 
 
 # The causes of the thread's own code, whose drain's detail names its NVTX range.
-_OWN_CODE = np.array([_CAUSE[x] for x in ("cpu", "loading", "launch")])
+_OWN_CODE = np.array([CAUSE[x] for x in ("cpu", "loading", "launch")])
 
 
-def _in_range(texts: _Texts, drain: np.ndarray, detail: np.ndarray, cause: np.ndarray):
+def _in_range(texts: Texts, drain: np.ndarray, detail: np.ndarray, cause: np.ndarray):
     """The drain's detail, with the NVTX range its host work ran in when it was the
     thread's own code: "after cudaFree in 'forward'"."""
     ranged = np.isin(cause, _OWN_CODE) & np.isin(detail, list(texts.ranges))
@@ -190,27 +190,27 @@ def _drains_of(facts, n: int):
 
 
 def _own_causes(f, g: np.ndarray, state: np.ndarray, detail: np.ndarray) -> np.ndarray:
-    """The causes of a thread's pieces by its ``state`` (``_thread_states``) in the idle
+    """The causes of a thread's pieces by its ``state`` (``thread_states``) in the idle
     intervals ``g`` (of the run's ``facts`` ``f``); ``detail`` relabeled in place where the
     read-back's wait is."""
-    c = np.full(state.size, _CAUSE["cpu"], dtype=np.int64)
-    own = state == _OWN
+    c = np.full(state.size, CAUSE["cpu"], dtype=np.int64)
+    own = state == OWN
     loading = f.input_copy[g]
-    c[own & loading] = _CAUSE["loading"]
-    c[own & f.short[g] & f.launched[g] & ~loading] = _CAUSE["launch"]
-    wait = state == _OS_WAIT
-    c[wait] = np.where(loading[wait], _CAUSE["loader_wait"], _CAUSE["os_wait"])
-    c[state == _OS_CALL] = _CAUSE["os_call"]
-    in_api = state >= _API
-    c[in_api] = _CAT_CAUSE[state[in_api] - _API]
+    c[own & loading] = CAUSE["loading"]
+    c[own & f.short[g] & f.launched[g] & ~loading] = CAUSE["launch"]
+    wait = state == OS_WAIT
+    c[wait] = np.where(loading[wait], CAUSE["loader_wait"], CAUSE["os_wait"])
+    c[state == OS_CALL] = CAUSE["os_call"]
+    in_api = state >= API
+    c[in_api] = CAT_CAUSE[state[in_api] - API]
     # Inside the call that read back, the wait is the read-back's.
-    rb = f.read[g] & ((state == _API + _SYNC) | (state == _API + _COPY))
+    rb = f.read[g] & ((state == API + SYNC) | (state == API + COPY))
     c[rb] = f.drain_cause[g][rb]
     detail[rb] = f.drain_detail[g][rb]
     return c
 
 
-def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int, texts: _Texts):
+def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int, texts: Texts):
     """facts(lo, hi) -> what is known of each idle interval of [lo, hi) before it is cut
     into pieces: the operation ending it (``first``), the call that issued that
     (``call``, ``call_start``, ``tid``, ``cat``; ``queued`` when issued before the idle
@@ -235,8 +235,8 @@ def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: in
     # workers make the batches; other copies carry what the step's own code made).
     is_input = copy_code == htod
     if scope.loaders and scope.step_thread is not None:
-        is_input = _first_htod(scope, is_input)
-    draining: dict[int, tuple] = {}  # thread -> its draining calls (``_draining_calls``)
+        is_input = first_htod(scope, is_input)
+    draining: dict[int, tuple] = {}  # thread -> its draining calls (``draining_calls``)
 
     def facts(lo: int, hi_: int) -> SimpleNamespace:
         s, e = idle_s[lo:hi_], idle_e[lo:hi_]
@@ -252,7 +252,7 @@ def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: in
         call = np.clip(call, 0, max(len(rt) - 1, 0))
         call_start = np.where(known, rt_start[call] if len(rt) else 0, e)
         tid = np.where(known, rt_tid[call] if len(rt) else home, home)
-        cat = np.where(known, rt_cat[call] if len(rt) else _OTHER, _OTHER)
+        cat = np.where(known, rt_cat[call] if len(rt) else OTHER, OTHER)
         if not len(rt):
             known[:] = False
         end_copy = np.where(has_op, copy_code[first], 0) if len(ops) else first
@@ -272,8 +272,8 @@ def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: in
         for thread in np.unique(tid[~queued]).tolist():
             sel = np.flatnonzero(~queued & (tid == thread))
             if thread not in draining:
-                draining[thread] = _draining_calls(scope, thread)
-            drain_cat[sel], drain_api[sel], began = _drains(draining[thread], s[sel])
+                draining[thread] = draining_calls(scope, thread)
+            drain_cat[sel], drain_api[sel], began = draining_at(draining[thread], s[sel])
             waited[sel] = np.where(drain_cat[sel] >= 0, s[sel] - began, 0)
         drained = (drain_cat >= 0) & ~queued
         read, readback, drain_cause, drain_detail = _drain_names(
@@ -293,7 +293,7 @@ def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: in
             end_copy=end_copy,
             input_copy=input_copy,
             short=(e - s) < LAUNCH_GAP_NS,
-            launched=known & (cat == _LAUNCH),
+            launched=known & (cat == LAUNCH),
             drained=drained,
             waited=waited,
             read=read,
@@ -311,20 +311,18 @@ def _drain_names(drained, drain_cat, drain_api, api_names, prev_dtoh, prev_bytes
     m = drained.size
     # A drain after a device-to-host copy is a read-back; one of a few bytes (.item())
     # is a synchronization whose copy costs nothing.
-    read = drained & prev_dtoh & np.isin(drain_cat, (_SYNC, _COPY))
+    read = drained & prev_dtoh & np.isin(drain_cat, (SYNC, COPY))
     readback = read & (prev_bytes >= READBACK_MIN_BYTES)
-    drain_cause = np.where(readback, _CAUSE["readback"], _CAT_CAUSE[np.clip(drain_cat, 0, None)])
-    drain_cause = np.where(read & ~readback, _CAUSE["sync"], drain_cause)
+    drain_cause = np.where(readback, CAUSE["readback"], CAT_CAUSE[np.clip(drain_cat, 0, None)])
+    drain_cause = np.where(read & ~readback, CAUSE["sync"], drain_cause)
     # Named only where there is a drain: "read back 4 B", "after cudaFree".
     drain_detail = np.full(m, -1, dtype=np.int64)
     at = np.flatnonzero(drained & read)
     drain_detail[at] = texts.codes(
-        _joined(_one("read back", at.size), _size_labels(prev_bytes[at]), " {}")
+        joined(one("read back", at.size), size_labels(prev_bytes[at]), " {}")
     )
     at = np.flatnonzero(drained & ~read)
-    drain_detail[at] = texts.codes(
-        _joined(_one("after", at.size), (drain_api[at], api_names), " {}")
-    )
+    drain_detail[at] = texts.codes(joined(one("after", at.size), (drain_api[at], api_names), " {}"))
     return read, readback, drain_cause, drain_detail
 
 

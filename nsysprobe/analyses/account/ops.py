@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.arrays import _distinct_rows
+from nsysprobe.analyses.account.arrays import distinct_rows
 from nsysprobe.analyses.account.causes import COMMUNICATION, COMPUTE, MEMSET
 from nsysprobe.analyses.calls import api_kind, slow_launches
 from nsysprobe.analyses.communication import collective_of, is_communication_kernel
@@ -16,7 +16,7 @@ from nsysprobe.common.table import Labels, Table
 from nsysprobe.trace.values import pid_of
 
 
-def _ops(ev: Events, pid: int, dev: int, nccl=None) -> Table:
+def gpu_ops(ev: Events, pid: int, dev: int, nccl=None) -> Table:
     """Every GPU operation of the process on the device, by start: ``start``, ``end``,
     ``correlationId``, ``kind`` (its busy kind), ``copy`` (HtoD, DtoH, ... for copies,
     else empty) and ``coll`` (its NCCL collective, else empty) as ``Labels``, ``bytes``."""
@@ -78,7 +78,7 @@ def _ops(ev: Events, pid: int, dev: int, nccl=None) -> Table:
     return Table(cols)
 
 
-def _others_work(ev: Events, pid: int, dev: int) -> iv.Intervals:
+def others_work(ev: Events, pid: int, dev: int) -> iv.Intervals:
     """The union of the other processes' GPU work on the device (empty when the process has
     it alone): the device is not idle then, whatever this process waits for."""
     if len(ev.device_pids.get(dev, ())) < 2:
@@ -129,7 +129,7 @@ def _copy_columns(ev: Events, c, kinds, copies) -> dict[str, np.ndarray]:
     labels_copy = ev.lookups.copy_kind_labels
     labels_mem = ev.lookups.mem_kind_labels
     # One label per distinct (copy kind, source, destination): few, however many rows.
-    distinct, inverse = _distinct_rows(c["copyKind"], c["srcKind"], c["dstKind"])
+    distinct, inverse = distinct_rows(c["copyKind"], c["srcKind"], c["dstKind"])
     kind_codes, copy_codes = [], []
     for ck, sk, dk in distinct:
         label = labels_copy.get(int(ck), f"kind {int(ck)}")
@@ -143,7 +143,7 @@ def _copy_columns(ev: Events, c, kinds, copies) -> dict[str, np.ndarray]:
     return f
 
 
-def _runtime(ev: Events, pid: int) -> Table:
+def runtime_calls(ev: Events, pid: int) -> Table:
     """The process's CUDA API calls by start: ``start``, ``end``, ``globalTid``,
     ``correlationId``, ``api`` (name, ``Labels`` sorted) and ``cat``. The columns of the
     report's own table are shared, not copied, when every call is the process's (one

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.busy import _hideable
+from nsysprobe.analyses.account.busy import hideable_by_kind
 from nsysprobe.analyses.account.model import Detail, PeriodicSteps
 from nsysprobe.analyses.account.scope import Scope
-from nsysprobe.analyses.account.tally import DETAILS_LISTED, _buckets, _details_by_bucket
+from nsysprobe.analyses.account.tally import DETAILS_LISTED, buckets_of, details_by_bucket
 from nsysprobe.analyses.calls import BIRTH_CALLS
 from nsysprobe.common.table import descending
 
@@ -21,9 +21,9 @@ PERIODIC_RANGE_RATIO = 2
 PERIODIC_RANGE_HELD = 0.75
 
 
-def _periodic(scope: Scope, labels, n_busy, steady, details, free) -> PeriodicSteps | None:
+def periodic_split(scope: Scope, labels, n_busy, steady, details, free) -> PeriodicSteps | None:
     """The periodic event's split of the steady steps (module docstring), or None.
-    ``details``: the other steady steps' details, then the periodic steps' (``_sum_into``)."""
+    ``details``: the other steady steps' details, then the periodic steps' (``sum_into``)."""
     if not scope.period:
         return None
     details, periodic_details = details
@@ -46,7 +46,7 @@ def _periodic(scope: Scope, labels, n_busy, steady, details, free) -> PeriodicSt
     scale = n / (n - n_p)
     wall = steady.sum(axis=1)
     scaled = {key: int(ns * scale) for key, ns in details.items()}
-    spent = _details_by_bucket(periodic_details)
+    spent = details_by_bucket(periodic_details)
     idle_details = sorted(
         (
             Detail(f"{d.name} ({labels[b]})", d.ns)
@@ -72,11 +72,12 @@ def _periodic(scope: Scope, labels, n_busy, steady, details, free) -> PeriodicSt
         excess_buckets=tuple(sorted(grew, key=lambda d: -d.ns)[:DETAILS_LISTED]),
         ranges=ranges,
         details=tuple(idle_details[:DETAILS_LISTED]),
-        normal_buckets=_buckets(
-            labels, n_busy, others, int(wall.sum()), _details_by_bucket(scaled), scale
+        normal_buckets=buckets_of(
+            labels, n_busy, others, int(wall.sum()), details_by_bucket(scaled), scale
         ),
         normal_hideable_ns={
-            k: int(v * scale) for k, v in _hideable(labels[:n_busy], others, free, sl, ~per).items()
+            k: int(v * scale)
+            for k, v in hideable_by_kind(labels[:n_busy], others, free, sl, ~per).items()
         },
     )
 

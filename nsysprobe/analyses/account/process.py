@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.busy import _busy, _communication, _hideable
+from nsysprobe.analyses.account.busy import busy, communication, hideable_by_kind
 from nsysprobe.analyses.account.causes import IDLE_CAUSES
-from nsysprobe.analyses.account.copies import _copy_ranges, _htod_copies
+from nsysprobe.analyses.account.copies import copy_ranges, htod_copies
 from nsysprobe.analyses.account.gap_sums import DEFAULT_MIN_GAP_NS, GapSums
-from nsysprobe.analyses.account.idle import _idle_pieces
+from nsysprobe.analyses.account.idle import idle_pieces
 from nsysprobe.analyses.account.model import (
     Account,
     AccountResult,
@@ -20,10 +20,10 @@ from nsysprobe.analyses.account.model import (
     IdleSpans,
     Readbacks,
 )
-from nsysprobe.analyses.account.ops import _others_work
-from nsysprobe.analyses.account.periodic import _periodic
-from nsysprobe.analyses.account.scope import Scope, _scope
-from nsysprobe.analyses.account.tally import _buckets, _details_by_bucket, _sum_into
+from nsysprobe.analyses.account.ops import others_work
+from nsysprobe.analyses.account.periodic import periodic_split
+from nsysprobe.analyses.account.scope import Scope, scope_of
+from nsysprobe.analyses.account.tally import buckets_of, details_by_bucket, sum_into
 from nsysprobe.analyses.communication import nccl_issued
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.steps import find_steps
@@ -81,7 +81,7 @@ def analyze_account(
         # of them per process.
         for p, dev in pairs:
             if p == pid:
-                work = _scope(events, pid, dev, found, loaders, issued.get(pid))
+                work = scope_of(events, pid, dev, found, loaders, issued.get(pid))
                 accounts.append(account(work, keep_spans=idle_spans, min_gap_ns=min_gap_ns))
                 del work
         del found  # a process's copy of its ranges: not held while the next one is found
@@ -107,7 +107,7 @@ def account(
     """The account of ``scope``'s process on its device, with its gaps longer than
     ``min_gap_ns``; with ``keep_spans``, its ``idle_spans`` too."""
     lo, hi = int(scope.win_s.min()), int(scope.win_e.max())
-    busy_names, (seg_s, seg_e, seg_k), layers, free = _busy(scope)
+    busy_names, (seg_s, seg_e, seg_k), layers, free = busy(scope)
     busy_u = iv.union(seg_s, seg_e)
     idle_s, idle_e = iv.complement(busy_u, lo, hi)
     first_work, last_work = (int(busy_u[0][0]), int(busy_u[1][-1])) if busy_u[0].size else (hi, hi)
@@ -116,12 +116,12 @@ def account(
     # Per window and bucket; details per (bucket, text). Busy segments and idle pieces are
     # disjoint: each is cut at the window edges and summed on its own.
     table = np.zeros((scope.win_s.size, n_b), dtype=np.int64)
-    # The details of the steady steps: of the periodic ones apart (``_sum_into``).
+    # The details of the steady steps: of the periodic ones apart (``sum_into``).
     details: tuple[dict[tuple[int, str], int], ...] = ({}, {})
-    _sum_into(scope, table, details, seg_s, seg_e, seg_k, None, None)
+    sum_into(scope, table, details, seg_s, seg_e, seg_k, None, None)
     del seg_s, seg_e, seg_k, busy_u
-    readback_bytes, texts, pieces = _idle_pieces(scope, idle_s, idle_e, hi)
-    held = _others_work(scope.ev, scope.pid, scope.dev)
+    readback_bytes, texts, pieces = idle_pieces(scope, idle_s, idle_e, hi)
+    held = others_work(scope.ev, scope.pid, scope.dev)
     if held[0].size:
         pieces = _held_apart(pieces, held)
     # The steady steps' pieces, kept when asked for (``Account.idle_spans``).
@@ -133,7 +133,7 @@ def account(
     # held the device.
     gaps = GapSums(idle_s, idle_e, max(lo_s, first_work), min(hi_s, last_work), min_gap_ns, held)
     for p_s, p_e, cause, detail in pieces:
-        _sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)
+        sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)
         gaps.add(p_s, p_e, cause, detail)
         if keep_spans:
             inside = (p_e > lo_s) & (p_s < hi_s)
@@ -186,14 +186,14 @@ def _result(
     # that spans more than a whole step.
     stepped = scope.steps is not None and scope.steps.count
     before = scope.before_ns if not stepped or scope.before_ns > longest else 0
-    periodic = _periodic(scope, labels, n_busy, steady, details, free)
+    periodic = periodic_split(scope, labels, n_busy, steady, details, free)
     every = dict(details[0])  # the steady steps' details, the periodic ones' too
     for key, ns in details[1].items():
         every[key] = every.get(key, 0) + ns
-    buckets = _buckets(labels, n_busy, steady, total_wall, _details_by_bucket(every))
+    buckets = buckets_of(labels, n_busy, steady, total_wall, details_by_bucket(every))
     busy_total = int(steady[:, :n_busy].sum())
-    hideable = _hideable(labels[:n_busy], steady, free, sl)
-    comm_ns, overlapped, comm_w, exposed_w, collectives, comm_ops = _communication(
+    hideable = hideable_by_kind(labels[:n_busy], steady, free, sl)
+    comm_ns, overlapped, comm_w, exposed_w, collectives, comm_ops = communication(
         scope, layers, busy_names, labels, table
     )
     steps = _steps(scope, labels, n_busy, table, comm_w, exposed_w)
@@ -228,8 +228,8 @@ def _result(
         startup_before_ns=before,
         steady_longest_ns=longest,
         hideable_ns=hideable,
-        copy_ranges=_copy_ranges(scope),
-        htod=_htod_copies(scope),
+        copy_ranges=copy_ranges(scope),
+        htod=htod_copies(scope),
         startup_range=scope.startup_range if before else "",
         idle_spans=spans,
         periodic=periodic,

@@ -10,9 +10,9 @@ from functools import cached_property
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.causes import _LAUNCH
+from nsysprobe.analyses.account.causes import LAUNCH
 from nsysprobe.analyses.account.model import EQUAL_WINDOWS
-from nsysprobe.analyses.account.ops import _ops, _runtime
+from nsysprobe.analyses.account.ops import gpu_ops, runtime_calls
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import first_row_of
 from nsysprobe.analyses.windows import STARTUP_WORDS, StepWindows, periodic_steps, steady_steps
@@ -34,8 +34,8 @@ class Scope:
     pid: int
     dev: int
     loaders: int
-    ops: Table  # ``_ops``
-    runtime: Table  # ``_runtime``
+    ops: Table  # ``gpu_ops``
+    runtime: Table  # ``runtime_calls``
     steps: StepWindows | None
     home: int  # the thread driving the GPU (``_home_thread``)
     win_s: np.ndarray
@@ -71,14 +71,14 @@ class Scope:
         return call.astype(iv.index_type(len(self.runtime)), copy=False)
 
 
-def _scope(events: Events, pid: int, dev: int, steps, loaders: int, nccl=None) -> Scope:
+def scope_of(events: Events, pid: int, dev: int, steps, loaders: int, nccl=None) -> Scope:
     """The scope of the account of process ``pid`` on device ``dev``; ``nccl``: the calls
     made inside NCCL's NVTX ranges (``nccl_issued``)."""
-    ops = _ops(events, pid, dev, nccl)
+    ops = gpu_ops(events, pid, dev, nccl)
     if steps is not None and not _any_work_in(ops, steps):
         steps = None  # none of this GPU work falls in a step: the steps are another's
     step_thread = steps.thread if steps is not None else None
-    runtime = _runtime(events, pid)
+    runtime = runtime_calls(events, pid)
     home = _home_thread(runtime, step_thread, pid)
     first = int(ops["start"][0]) if len(ops) else 0
     if steps is not None and steps.count:
@@ -181,7 +181,7 @@ def _home_thread(runtime: Table, step_thread: int | None, pid: int) -> int:
         return step_thread
     rt = runtime
     tids = rt["globalTid"]
-    launches = rt["cat"] == _LAUNCH
+    launches = rt["cat"] == LAUNCH
     if launches.any():
         tids = tids[launches]
     if not tids.size:

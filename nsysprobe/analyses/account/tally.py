@@ -14,7 +14,7 @@ from nsysprobe.common.table import descending
 DETAILS_LISTED = 6
 
 
-def _sum_into(scope: Scope, table, details, s, e, bucket, detail, texts) -> None:
+def sum_into(scope: Scope, table, details, s, e, bucket, detail, texts) -> None:
     """Add the pieces [s, e) (disjoint, sorted) of ``bucket`` to ``table`` (window x
     bucket) and, where ``detail`` (codes of ``texts``) names one, to ``details`` (the steady
     steps' details: of the other steps, then of the periodic ones); cut at every window edge,
@@ -55,7 +55,7 @@ def _sum_run_into(scope: Scope, table, details, s, e, bucket, detail, texts) -> 
             into[(b, name)] = into.get((b, name), 0) + int(sums[k])
 
 
-def _buckets(labels, n_busy, rows, total_wall, by_bucket, scale=1.0) -> tuple[Bucket, ...]:
+def buckets_of(labels, n_busy, rows, total_wall, by_bucket, scale=1.0) -> tuple[Bucket, ...]:
     """The buckets of the steps ``rows`` (step x bucket), their totals times ``scale``:
     busy kinds, then idle causes, each largest first."""
     out = []
@@ -77,7 +77,7 @@ def _buckets(labels, n_busy, rows, total_wall, by_bucket, scale=1.0) -> tuple[Bu
     return tuple(out)
 
 
-def _details_by_bucket(details: dict[tuple[int, str], int]) -> dict[int, tuple[Detail, ...]]:
+def details_by_bucket(details: dict[tuple[int, str], int]) -> dict[int, tuple[Detail, ...]]:
     """Per bucket, its ``DETAILS_LISTED`` largest details (ns per (bucket, detail text)):
     largest first, ties in the order ``descending`` leaves the texts sorted."""
     texts: dict[int, list[str]] = {}

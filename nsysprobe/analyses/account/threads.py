@@ -8,8 +8,8 @@ import re
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.analyses.account.arrays import _Texts
-from nsysprobe.analyses.account.causes import _API, _COPY, _OS_CALL, _OS_WAIT, _OWN, NO_RANGE
+from nsysprobe.analyses.account.arrays import Texts
+from nsysprobe.analyses.account.causes import API, COPY, NO_RANGE, OS_CALL, OS_WAIT, OWN
 from nsysprobe.analyses.account.scope import Scope
 from nsysprobe.analyses.calls import osrt_category
 from nsysprobe.analyses.rows import ThreadCalls, per_distinct
@@ -36,18 +36,18 @@ def _pageable_calls(scope: Scope, thread: int) -> np.ndarray:
     return out
 
 
-def _calls(scope: Scope, thread: int) -> list[ThreadCalls]:
+def thread_calls(scope: Scope, thread: int) -> list[ThreadCalls]:
     """The thread's CUDA API calls, OS-runtime calls and NVTX ranges, to sweep."""
     return [ThreadCalls(df, thread) for df in (scope.runtime, scope.ev.osrt, scope.ev.nvtx)]
 
 
-def _thread_states(scope: Scope, calls: list[ThreadCalls], s, e, texts: _Texts, thread: int):
+def thread_states(scope: Scope, calls: list[ThreadCalls], s, e, texts: Texts, thread: int):
     """Split the intervals [s, e) (disjoint, sorted, after those of the last call) by what
-    the thread of ``calls`` (``_calls``) was doing.
+    the thread of ``calls`` (``thread_calls``) was doing.
 
-    Returns (starts, ends, interval index, state, detail): ``_API + category`` inside a
+    Returns (starts, ends, interval index, state, detail): ``API + category`` inside a
     CUDA call (detail: its name),
-    ``_OS_WAIT``/``_OS_CALL`` inside an OS call (its name), else ``_OWN``, the thread's
+    ``OS_WAIT``/``OS_CALL`` inside an OS call (its name), else ``OWN``, the thread's
     own code (detail: its innermost NVTX range, numbers masked); details as codes of
     ``texts``."""
     keep = e > s
@@ -61,13 +61,13 @@ def _thread_states(scope: Scope, calls: list[ThreadCalls], s, e, texts: _Texts, 
     p_s, p_e, origin = iv.split_at(s, e, points)
     del points
     mid = p_s + (p_e - p_s) // 2
-    state = np.full(p_s.size, _OWN, dtype=np.int64)
+    state = np.full(p_s.size, OWN, dtype=np.int64)
     no_range = texts.code(NO_RANGE)
     detail = np.full(p_s.size, no_range, dtype=np.int64)
     free = np.ones(p_s.size, dtype=bool)
     j = iv.outermost_cover(rt["start"], rt["end"], mid)
     hit = free & (j >= 0)
-    state[hit] = _API + rt["cat"][j[hit]]
+    state[hit] = API + rt["cat"][j[hit]]
     detail[hit] = texts.of_category(rt["api"], j[hit])
     free &= ~hit
     j = iv.outermost_cover(os_["start"], os_["end"], mid)
@@ -77,7 +77,7 @@ def _thread_states(scope: Scope, calls: list[ThreadCalls], s, e, texts: _Texts, 
         ids = os_["nameId"][j[hit]]
 
         def os_state(i: int) -> int:
-            return _OS_WAIT if osrt_category(ev.name_of(i)) == "os_wait" else _OS_CALL
+            return OS_WAIT if osrt_category(ev.name_of(i)) == "os_wait" else OS_CALL
 
         state[hit] = per_distinct(ids, os_state, np.int64)
         detail[hit] = per_distinct(ids, lambda i: texts.code(ev.name_of(i)), np.int64)
@@ -98,7 +98,7 @@ def _thread_states(scope: Scope, calls: list[ThreadCalls], s, e, texts: _Texts, 
                 nxt = copies[np.clip(k, 0, max(copies.size - 1, 0))] if copies.size else ends
                 between &= ends >= nxt
             at = at[between]
-            state[at] = _API + _COPY
+            state[at] = API + COPY
             name = ids[released][between]
             detail[at] = per_distinct(
                 name, lambda i: texts.code(f"{ev.name_of(i)} {AFTER_PAGEABLE}"), np.int64

@@ -1,5 +1,5 @@
 """The password flags of common tools (``_TOOL_FLAGS``: ``sshpass -p``, ``curl -su``,
-``rar -hp``, ``htpasswd -b``), read within the command that names the tool (``_tool_flags``).
+``rar -hp``, ``htpasswd -b``), read within the command that names the tool (``tool_flags``).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 
 from nsysprobe.trace.secrets.placeholders import SECRET
-from nsysprobe.trace.secrets.settings import _only_placeholders
+from nsysprobe.trace.secrets.settings import only_placeholders
 
 # Password flags of common tools, read within the command that names the tool (``-p`` means
 # a port or a path to most other programs). A flag as written below: a short one takes its
@@ -40,7 +40,7 @@ _TOOL_FLAGS = {
     "net": "/user:+1",
 }
 _WHOLE_WORD_OPTIONS = frozenset({"openssl"})
-_TOOL = re.compile(
+TOOL = re.compile(
     r"(?<![\w#.-])(?P<tool>"
     + "|".join(re.escape(t) for t in sorted(_TOOL_FLAGS, key=len, reverse=True))
     + r")(?![\w#.-])"
@@ -53,16 +53,16 @@ _ARG_PART = re.compile(r"""[^\s"']+|"[^"\n]*"|'[^'\n]*'|["']""")
 _SHORT_GROUP = re.compile("-[A-Za-z]{2,}")
 
 
-def _tool_flags(pattern: str) -> Iterator[tuple[int, int, str]]:
+def tool_flags(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The values of the password flags of the tools in ``_TOOL_FLAGS``."""
     end = 0
-    for tool in _TOOL.finditer(pattern):
+    for tool in TOOL.finditer(pattern):
         if tool.start() < end:
             continue
         stop = _COMMAND_END.search(pattern, tool.end())
         end = stop.start() if stop else len(pattern)
         for start, stop in _flag_values(pattern, tool.end(), end, tool["tool"]):
-            if not _only_placeholders(pattern[start:stop]):
+            if not only_placeholders(pattern[start:stop]):
                 yield start, stop, SECRET
 
 

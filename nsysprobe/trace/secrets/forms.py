@@ -1,6 +1,6 @@
 """What is a secret or a local name by its form alone: the keys of common services
 (``_TOKEN_FORMS``: ``hf_``, ``ghp_``, ``sk-``, ``AKIA``, JWTs), random-looking runs and hex
-strings (``_random_runs``, ``_hex``) as against names such as ``triton_poi_fused_add_0d1d2de``
+strings (``random_runs``, ``hex_strings``) as against names such as ``triton_poi_fused_add_0d1d2de``
 or mangled C++ names; URLs, e-mail addresses, local paths, host names with a known top-level
 domain, and IPv4 and IPv6 addresses (not versions).
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from nsysprobe.trace.secrets.names import _IGNORABLE
-from nsysprobe.trace.secrets.placeholders import SECRET, _TooMany
-from nsysprobe.trace.secrets.settings import _merged
+from nsysprobe.trace.secrets.names import IGNORABLE
+from nsysprobe.trace.secrets.placeholders import SECRET, TooMany
+from nsysprobe.trace.secrets.settings import merged
 
-_URL = re.compile(r"\b[A-Za-z][A-Za-z#+.-]{0,30}://[^\s\"'<>]*")
-_ADDRESS = re.compile(r"(?<![\w#.+-])[\w#.+-]+@[A-Za-z#-]+(?:\.[A-Za-z#-]+)*(?![\w#-])")
+URL_PATTERN = re.compile(r"\b[A-Za-z][A-Za-z#+.-]{0,30}://[^\s\"'<>]*")
+ADDRESS_PATTERN = re.compile(r"(?<![\w#.+-])[\w#.+-]+@[A-Za-z#-]+(?:\.[A-Za-z#-]+)*(?![\w#-])")
 # Token formats of common services, found inside words too (``xghp_...``, ``id=sk_live_...``):
 # (prefix, the characters of the body, the shortest body at the start of a word, the
 # shortest inside a word, what a body inside a word must look like, the body's length when
@@ -43,7 +43,7 @@ _TOKEN_FORMS = {
     "pypi": (r"pypi-", r"[\w#-]", 16, 32, _ANY, 0),
     "jwt": (r"eyJ", r"[\w#.-]", 8, 16, _ANY, 0),  # and two dots (``_is_jwt``)
 }
-_KNOWN_PREFIX = re.compile("|".join(form[0] for form in _TOKEN_FORMS.values()), re.I)
+KNOWN_PREFIX = re.compile("|".join(form[0] for form in _TOKEN_FORMS.values()), re.I)
 _TOKEN_SOURCE = "|".join(
     f"(?P<{name}>{prefix}){body}+" for name, (prefix, body, *_) in _TOKEN_FORMS.items()
 )
@@ -59,13 +59,13 @@ _TOKEN_BODY = {
     for case in (0, re.I)
 }
 # Full-width ASCII (``ｇｈｐ＿``) as ASCII: one character for one.
-_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 # What a token's rest may follow: whitespace (after a ``\`` too), characters that show
 # nothing, or one punctuation mark, and a quote, ``+`` and a quote (``"K" + "K"``); at most
 # ``_TOKEN_BREAKS`` of them, each before 4 characters or more of the body (fewer than 8 that
 # are a word, in one class and pronounceable, are the text's next word).
 _TOKEN_BREAK = re.compile(
-    rf"(?:\\?\s{{1,4}}|[{_IGNORABLE}]{{1,4}}|[-_./+,|:;])?"
+    rf"(?:\\?\s{{1,4}}|[{IGNORABLE}]{{1,4}}|[-_./+,|:;])?"
     r"(?:[\"'`][^\S\n]{0,4}\+?[^\S\n]{0,4}[\"'`][^\S\n]{0,4})?"
 )
 _TOKEN_BREAKS = 4
@@ -115,17 +115,17 @@ _LOWER = re.compile("[a-z]")
 # or 9 or more with 3 of each. In a mangled C++ name (``_Z...``) only one that no letter
 # follows: there a hash, a length and a name run together (``9c8c8d3a33embedding``).
 _HEX = re.compile(r"(?<![#a-fA-F])[#a-fA-F]{9,}")
-_LONG_HEX = re.compile(r"[#a-fA-F]{9}")
+LONG_HEX = re.compile(r"[#a-fA-F]{9}")
 _MANGLED = re.compile(r"(?<![\w#$.])_Z[\w#$.]*")
 _LETTER = re.compile("[A-Za-z]")
-_LONG_RUN = re.compile(r"[A-Za-z#+/_-]{24}")
+LONG_RUN = re.compile(r"[A-Za-z#+/_-]{24}")
 _IN_WORDS = re.compile(r"[A-Z]?[a-z]{3,}")
-_WINDOWS_PATH = re.compile(
+WINDOWS_PATH = re.compile(
     r"(?<![\w#])[A-Za-z]:[\\/][^\s\"'<>|*?,;]*|\\\\[^\s\\\"'<>]+\\[^\s\"'<>]*"
 )
 _PATH_PART = r"[^\s/\"'<>|:;,()\[\]{}=*?\\]"
 # A path, not a closing tag (``</s>``, ``<b>bold</b>``, ``</password>``).
-_POSIX_PATH = re.compile(
+POSIX_PATH = re.compile(
     rf"(?<![\w#.~/\\-])(?!(?<=<)/[A-Za-z_][\w.:-]{{0,255}}>)/{_PATH_PART}+(?:/{_PATH_PART}*)*"
     rf"|(?<![\w#.])~[\w#.-]*/{_PATH_PART}*(?:/{_PATH_PART}*)*"
 )
@@ -133,8 +133,8 @@ _TLDS = (
     "com|net|org|io|ai|edu|gov|local|localdomain|lan|internal|intranet|corp|cluster|cloud"
     "|uk|de|fr|cn|jp|eu|ch"
 )
-_HAS_TLD = re.compile(rf"\.(?:{_TLDS})(?![\w#.-])", re.I)
-_HOST = re.compile(
+HAS_TLD = re.compile(rf"\.(?:{_TLDS})(?![\w#.-])", re.I)
+HOST_PATTERN = re.compile(
     rf"(?<![\w#.-])(?:[A-Za-z#](?:[A-Za-z#-]{{0,61}}[A-Za-z#])?\.)+(?:{_TLDS})(?![\w#.-])",
     re.I,
 )
@@ -142,17 +142,17 @@ _HOST = re.compile(
 # and so are four numbers right after a word that says so (``version 2.5.1.0``, ``driver
 # 550.54.15.1``, ``v 1.2.3.4``). Whether a number passes 255 is not read: the pattern masks
 # digits, so that ``driver 10.0.0.1`` and ``driver 550.54.15.1`` stay alike.
-_IPV4 = re.compile(r"(?<![\w#.])#\.#\.#\.#(?![\w#.-])")
+IPV4 = re.compile(r"(?<![\w#.])#\.#\.#\.#(?![\w#.-])")
 _VERSION_WORD = re.compile(
     r"(?<![A-Za-z])(?i:version|ver|driver|release|build|revision|rev|v)\.?[^\S\n]{0,4}[:=]?"
     r"[^\S\n]{0,4}\Z"
 )
 # An IPv6 address: eight groups, or fewer around one ``::`` (``fe80::1``, ``::1``), the last
 # one perhaps an IPv4 address (``::ffff:10.0.0.1``), then perhaps a zone (``%eth0``). One
-# holds a digit (``aten::add`` and ``c10::Half`` are names): ``_has_digit``.
+# holds a digit (``aten::add`` and ``c10::Half`` are names): ``has_digit``.
 _GROUP = r"[#A-Fa-f]{1,4}"
 _LAST_GROUP = rf"(?:#\.#\.#\.#|{_GROUP})"
-_IPV6 = re.compile(
+IPV6 = re.compile(
     rf"(?<![A-Za-z#:.%])(?:(?:{_GROUP}:){{7}}{_LAST_GROUP}"
     rf"|(?:{_GROUP}:){{1,7}}:(?:(?:{_GROUP}:){{0,6}}{_LAST_GROUP})?"
     rf"|::(?:(?:{_GROUP}:){{0,6}}{_LAST_GROUP})?)"
@@ -160,7 +160,7 @@ _IPV6 = re.compile(
 )
 
 
-def _auth_value(match: re.Match) -> bool:
+def auth_value(match: re.Match) -> bool:
     return match["scheme"].lower() == "bearer" or _looks_random(match["value"])
 
 
@@ -173,7 +173,7 @@ def _looks_random(value: str) -> bool:
     return in_words < len(value) / 2
 
 
-def _hex(pattern: str) -> Iterator[tuple[int, int, str]]:
+def hex_strings(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The hex strings of ``pattern`` (see ``_HEX``)."""
     mangled = [m.span() for m in _MANGLED.finditer(pattern)] if "_Z" in pattern else []
     at = 0  # the first mangled name that may hold the next hex string
@@ -191,12 +191,12 @@ def _hex(pattern: str) -> Iterator[tuple[int, int, str]]:
             yield start, end, SECRET
 
 
-def _has_digit(match: re.Match) -> bool:
+def has_digit(match: re.Match) -> bool:
     return "#" in match[0]
 
 
-def _no_version(match: re.Match) -> bool:
-    """Whether an IPv4 address's match is not a version (``_IPV4``)."""
+def no_version(match: re.Match) -> bool:
+    """Whether an IPv4 address's match is not a version (``IPV4``)."""
     before = match.string[max(0, match.start() - 24) : match.start()]
     return _VERSION_WORD.search(before) is None
 
@@ -224,11 +224,11 @@ def _classes(pattern: str, start: int, end: int) -> int:
     return bin(_class_bits(pattern, start, end)).count("1")
 
 
-def _known_tokens(pattern: str) -> Iterator[tuple[int, int, str]]:
+def known_tokens(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The tokens of ``_TOKEN_FORMS``, at the start of a word or inside one, in full-width
     letters too, and with their prefix in another case."""
-    view = pattern if pattern.isascii() else pattern.translate(_FULL_WIDTH)
-    return _merged(_tokens(view, recased=False), _tokens(view, recased=True))
+    view = pattern if pattern.isascii() else pattern.translate(FULL_WIDTH)
+    return merged(_tokens(view, recased=False), _tokens(view, recased=True))
 
 
 def _tokens(view: str, recased: bool) -> Iterator[tuple[int, int, str]]:
@@ -395,7 +395,7 @@ class _Stretch:
         return _switches_often(*shape) or (self.long_mixed and in_words * 2 < shape[0])
 
 
-def _random_runs(pattern: str) -> Iterator[tuple[int, int, str]]:
+def random_runs(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The stretches of ``_RUN_OF_KEY`` runs that hold a key (see there)."""
     count = [0]
     for run in _RUN_OF_KEY.finditer(pattern):
@@ -411,7 +411,7 @@ def _keys(pattern: str, start: int, end: int, count: list[int]) -> Iterator[tupl
     for piece in _KEY_PIECE.finditer(pattern, start, end):
         count[0] += 1
         if count[0] > MAX_KEY_PIECES:
-            raise _TooMany
+            raise TooMany
         first, last = piece.span()
         classes = _class_bits(pattern, first, last)
         word = last - first >= _PIECE_CHARS and _is_word(pattern, first, last, classes)

@@ -1,4 +1,4 @@
-"""Which names say that the value after them is a secret (``_secret_name``): ``HF_TOKEN``,
+"""Which names say that the value after them is a secret (``secret_name``): ``HF_TOKEN``,
 ``--hf-token``, ``AccountKey``, ``PGPASSWORD``, read in any case, through characters that show
 nothing and look-alike letters; ``max_tokens``, ``tokenizer`` or ``bypass`` are no such names.
 """
@@ -9,7 +9,7 @@ import functools
 import re
 import unicodedata
 
-from nsysprobe.trace.secrets.placeholders import _KINDS, _LETTERS
+from nsysprobe.trace.secrets.placeholders import KINDS, LETTERS
 
 # Settings whose value is a secret, by the words of their name, in any case, with ``_``,
 # ``-``, ``.`` or nothing between them: HF_TOKEN, --hf-token, WANDB_API_KEY, AccountKey,
@@ -31,7 +31,7 @@ from nsysprobe.trace.secrets.placeholders import _KINDS, _LETTERS
 # ``api_key[K]``), and the value is then all that lies before its matching closing bracket,
 # but an index (``keys[3]``, ``self.key[idx]``) is no value. ``max_tokens``,
 # ``key_padding_mask``, ``tokenizer`` or ``bypass`` are not such names.
-_SECRET_STEMS = (
+SECRET_STEMS = (
     "pass", "pw", "secret", "token", "key", "auth", "cred", "cookie", "sig", "sess", "sid",
 )  # fmt: skip
 _SECRET_WORDS = frozenset(
@@ -54,10 +54,10 @@ _NOT_A_PASS = frozenset(
 )
 # A header whose value is the rest of its field: a scheme and a credential (``Token K``,
 # ``Basic K``, ``Digest ...``), or a list of cookies (``Cookie: a=K; b=K``).
-_FIELD_HEADERS = ("authorization", "cookie", "cookies")
-# The longest name read for its words (``_secret_name``).
-_NAME_CHARS = 256
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+FIELD_HEADERS = ("authorization", "cookie", "cookies")
+# The longest name read for its words (``secret_name``).
+NAME_CHARS = 256
+WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _LETTER_RUN = re.compile("[A-Za-z]+")
 _PERCENT_ESCAPE = re.compile(r"%(?:#|[A-Fa-f][#A-Fa-f])")
 
@@ -77,11 +77,11 @@ def _ranges(codes: list[int]) -> str:
 # Characters that show nothing, inside a name (``pass\u200bword``): format characters
 # (zero-width spaces and joiners, the soft hyphen, direction marks, tags) and combining
 # marks, in the Basic Multilingual Plane and the tag and variation-selector planes.
-_IGNORABLE = _ranges(
+IGNORABLE = _ranges(
     [c for c in range(0x10000) if unicodedata.category(chr(c)) in ("Cf", "Mn", "Me")]
     + [*range(0xE0000, 0xE0080), *range(0xE0100, 0xE01F0)]
 )
-_IGNORABLES = re.compile(f"[{_IGNORABLE}]+")
+_IGNORABLES = re.compile(f"[{IGNORABLE}]+")
 # Cyrillic and Greek letters and small capitals that look like Latin letters, read as those
 # in a name.
 _CONFUSABLES = str.maketrans(
@@ -90,18 +90,18 @@ _CONFUSABLES = str.maketrans(
 )
 # Not a placeholder's letters, nor its kind: ``<path:kqzvwmbtxyaq>`` (``password`` after a
 # ``<secret:`` that no placeholder closes is a name).
-_IN_PLACEHOLDER = "|".join(f"(?<=<{kind}:)" for kind in _KINDS.split("|"))
+_IN_PLACEHOLDER = "|".join(f"(?<=<{kind}:)" for kind in KINDS.split("|"))
 _NOT_A_PLACEHOLDER = (
-    rf"(?!(?:{_IN_PLACEHOLDER})[a-z]{{{_LETTERS}}}#?>)(?!(?<=<)(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>)"
+    rf"(?!(?:{_IN_PLACEHOLDER})[a-z]{{{LETTERS}}}#?>)(?!(?<=<)(?:{KINDS}):[a-z]{{{LETTERS}}}#?>)"
 )
 # A name: letters of any script, ``_``, ``$``, ``-``, ``.``, digits, percent-escapes and
 # characters that show nothing after the first, after anything but a letter
 # (``<password=K>``, ``1password=K``, ``%password=K``). It starts where a run of ``-`` and
 # ``$`` starts, so a run of them that no letter ends is read once (``-`` * 60,000 took 36 s
 # when a name could start at every dash).
-_NAME = re.compile(
-    rf"(?<![^\W\d])(?<![-${_IGNORABLE}]){_NOT_A_PLACEHOLDER}[-$]*(?:[^\W\d]|%(?=[#A-Fa-f]))"
-    rf"[\w#.$%{_IGNORABLE}-]*"
+NAME = re.compile(
+    rf"(?<![^\W\d])(?<![-${IGNORABLE}]){_NOT_A_PLACEHOLDER}[-$]*(?:[^\W\d]|%(?=[#A-Fa-f]))"
+    rf"[\w#.$%{IGNORABLE}-]*"
 )
 
 
@@ -114,15 +114,15 @@ def _read_as(name: str) -> str:
     return name.translate(_CONFUSABLES)
 
 
-def _secret_name(name: str) -> int:
+def secret_name(name: str) -> int:
     """2 for a name of the password family, 1 for another secret's name, else 0. A name
-    longer than ``_NAME_CHARS`` that holds the stem of a secret's name is one (such a name is
+    longer than ``NAME_CHARS`` that holds the stem of a secret's name is one (such a name is
     no identifier; it is not kept in the cache either)."""
-    if len(name) <= _NAME_CHARS:
+    if len(name) <= NAME_CHARS:
         return _short_secret_name(name)
     name = _read_as(name)
     lower = name.lower()
-    return int(_PERCENT_ESCAPE.search(name) is not None or any(s in lower for s in _SECRET_STEMS))
+    return int(_PERCENT_ESCAPE.search(name) is not None or any(s in lower for s in SECRET_STEMS))
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -131,9 +131,9 @@ def _short_secret_name(name: str) -> int:
     if _PERCENT_ESCAPE.search(name):
         return 1
     lower = name.lower()
-    if not any(stem in lower for stem in _SECRET_STEMS):
+    if not any(stem in lower for stem in SECRET_STEMS):
         return 0
-    words = [w.lower() for w in _WORD.findall(name)]
+    words = [w.lower() for w in WORD.findall(name)]
     if not words:
         return 0
     return max(_by_words(words), _by_letter_runs(lower))

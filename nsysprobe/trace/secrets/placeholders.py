@@ -1,6 +1,6 @@
 """What a replaced part of a text becomes: a placeholder ``<kind:letters>`` (``PLACEHOLDER``),
 and why the figures stay the same. Every rule (``names``, ``settings``, ``flags``, ``forms``)
-reads the text's pattern, its digits masked (``_RUN``), and leaves the placeholders of earlier
+reads the text's pattern, its digits masked (``RUN``), and leaves the placeholders of earlier
 rules alone.
 """
 
@@ -38,13 +38,13 @@ PLACEHOLDER = re.compile(r"<(secret|path|address|url|host):[a-z]{12}(?:[0-9]{12}
 # runs only when the text holds what it needs.
 
 # A run of digits as ``range_pattern`` masks it, or a ``#``.
-_RUN = re.compile(r"\d+|#")
-_HASH = re.compile("#")
-_CACHED_CHARS = 1024
-_LETTERS = 12
-_DIGITS = 12
-_KINDS = "secret|path|address|url|host"
+RUN = re.compile(r"\d+|#")
+HASH = re.compile("#")
+CACHED_CHARS = 1024
+LETTERS = 12
+DIGITS = 12
+KINDS = "secret|path|address|url|host"
 
 
-class _TooMany(Exception):
+class TooMany(Exception):
     """A text of more than ``MAX_PLACEHOLDERS`` secrets, paths, addresses and the like."""

@@ -13,47 +13,47 @@ import os
 import re
 from collections.abc import Iterator
 
-from nsysprobe.trace.secrets.flags import _TOOL, _tool_flags
+from nsysprobe.trace.secrets.flags import TOOL, tool_flags
 from nsysprobe.trace.secrets.forms import (
-    _ADDRESS,
-    _FULL_WIDTH,
-    _HAS_TLD,
-    _HOST,
-    _IPV4,
-    _IPV6,
-    _KNOWN_PREFIX,
-    _LONG_HEX,
-    _LONG_RUN,
-    _POSIX_PATH,
-    _URL,
-    _WINDOWS_PATH,
-    _auth_value,
-    _has_digit,
-    _hex,
-    _known_tokens,
-    _no_version,
-    _random_runs,
+    ADDRESS_PATTERN,
+    FULL_WIDTH,
+    HAS_TLD,
+    HOST_PATTERN,
+    IPV4,
+    IPV6,
+    KNOWN_PREFIX,
+    LONG_HEX,
+    LONG_RUN,
+    POSIX_PATH,
+    URL_PATTERN,
+    WINDOWS_PATH,
+    auth_value,
+    has_digit,
+    hex_strings,
+    known_tokens,
+    no_version,
+    random_runs,
 )
-from nsysprobe.trace.secrets.names import _SECRET_STEMS
+from nsysprobe.trace.secrets.names import SECRET_STEMS
 from nsysprobe.trace.secrets.placeholders import (
-    _CACHED_CHARS,
-    _DIGITS,
-    _HASH,
-    _LETTERS,
-    _RUN,
     ADDRESS,
+    CACHED_CHARS,
+    DIGITS,
+    HASH,
     HOST,
+    LETTERS,
     LOCAL_PATH,
+    RUN,
     SECRET,
     URL,
-    _TooMany,
+    TooMany,
 )
 from nsysprobe.trace.secrets.settings import (
-    _AUTH,
-    _PRIVATE_KEY,
-    _assignments,
-    _elements,
-    _quoted_pairs,
+    AUTH,
+    PRIVATE_KEY,
+    assignments,
+    elements,
+    quoted_pairs,
 )
 
 
@@ -67,8 +67,8 @@ def _found(pattern: re.Pattern, kind: str, group: str | int = 0, keep=None):
 
 
 def _may_hold_token(text: str) -> bool:
-    view = text if text.isascii() else text.translate(_FULL_WIDTH)
-    return _KNOWN_PREFIX.search(view) is not None
+    view = text if text.isascii() else text.translate(FULL_WIDTH)
+    return KNOWN_PREFIX.search(view) is not None
 
 
 def _has_quote(text: str) -> bool:
@@ -77,32 +77,32 @@ def _has_quote(text: str) -> bool:
 
 def _may_hold_setting(text: str) -> bool:
     lower = text.lower()
-    return any(stem in lower for stem in _SECRET_STEMS) or "%" in text or not text.isascii()
+    return any(stem in lower for stem in SECRET_STEMS) or "%" in text or not text.isascii()
 
 
 # (whether a text may hold it, its spans), in order: a later rule sees the placeholders of the
 # earlier ones. A setting's value goes whole, whatever it holds (``password=p@ss:word``); a
 # URL's ``user:password`` is one URL.
 _RULES = (
-    (lambda t: "PRIVATE KEY" in t, _found(_PRIVATE_KEY, SECRET)),
+    (lambda t: "PRIVATE KEY" in t, _found(PRIVATE_KEY, SECRET)),
     (
         lambda t: any(w in t.lower() for w in ("bearer", "basic", "token")),
-        _found(_AUTH, SECRET, "value", _auth_value),
+        _found(AUTH, SECRET, "value", auth_value),
     ),
-    (_TOOL.search, _tool_flags),
-    (lambda t: _has_quote(t) and _may_hold_setting(t), _quoted_pairs),
-    (lambda t: "<" in t and _may_hold_setting(t), _elements),
-    (_may_hold_setting, _assignments),
-    (lambda t: "://" in t, _found(_URL, URL)),
-    (lambda t: "@" in t, _found(_ADDRESS, ADDRESS)),
-    (_may_hold_token, _known_tokens),
-    (_LONG_RUN.search, _random_runs),
-    (_LONG_HEX.search, _hex),
-    (lambda t: ":\\" in t or ":/" in t or "\\\\" in t, _found(_WINDOWS_PATH, LOCAL_PATH)),
-    (lambda t: "/" in t, _found(_POSIX_PATH, LOCAL_PATH)),
-    (_HAS_TLD.search, _found(_HOST, HOST)),
-    (lambda t: "::" in t or t.count(":") >= 7, _found(_IPV6, HOST, keep=_has_digit)),
-    (lambda t: "#.#.#.#" in t, _found(_IPV4, HOST, keep=_no_version)),
+    (TOOL.search, tool_flags),
+    (lambda t: _has_quote(t) and _may_hold_setting(t), quoted_pairs),
+    (lambda t: "<" in t and _may_hold_setting(t), elements),
+    (_may_hold_setting, assignments),
+    (lambda t: "://" in t, _found(URL_PATTERN, URL)),
+    (lambda t: "@" in t, _found(ADDRESS_PATTERN, ADDRESS)),
+    (_may_hold_token, known_tokens),
+    (LONG_RUN.search, random_runs),
+    (LONG_HEX.search, hex_strings),
+    (lambda t: ":\\" in t or ":/" in t or "\\\\" in t, _found(WINDOWS_PATH, LOCAL_PATH)),
+    (lambda t: "/" in t, _found(POSIX_PATH, LOCAL_PATH)),
+    (HAS_TLD.search, _found(HOST_PATTERN, HOST)),
+    (lambda t: "::" in t or t.count(":") >= 7, _found(IPV6, HOST, keep=has_digit)),
+    (lambda t: "#.#.#.#" in t, _found(IPV4, HOST, keep=no_version)),
 )
 # A plan: the scrubbed pattern, and for each of its ``#`` that a placeholder holds (by the
 # ``#``'s index), the placeholder's letters and how many runs of digits its part held.
@@ -132,7 +132,7 @@ class Scrubber:
 
     def __call__(self, text: str, max_chars: int | None = None) -> str:
         """``text`` scrubbed; ``TooLong`` when that is longer than ``max_chars``."""
-        if len(text) <= _CACHED_CHARS // 4:
+        if len(text) <= CACHED_CHARS // 4:
             scrubbed = self._cached_scrub(text)
         else:
             scrubbed = self._scrub(text, max_chars)
@@ -141,18 +141,18 @@ class Scrubber:
         return scrubbed
 
     def _scrub(self, text: str, max_chars: int | None = None) -> str:
-        pattern = _RUN.sub("#", text)
+        pattern = RUN.sub("#", text)
         try:
-            if len(pattern) <= _CACHED_CHARS:
+            if len(pattern) <= CACHED_CHARS:
                 plan = self._cached_plan(pattern)
             else:
                 plan = self._plan(pattern, max_chars)
-        except _TooMany:
+        except TooMany:
             return f"<{SECRET}:{self._letters_of(text)}>"
         if plan is None:
             return text
         scrubbed, held = plan
-        runs = (m[0] for m in _RUN.finditer(text))
+        runs = (m[0] for m in RUN.finditer(text))
         marks = iter(held)
         mark = next(marks, None)
         index = -1
@@ -167,7 +167,7 @@ class Scrubber:
             mark = next(marks, None)
             return self._digits(letters, tuple(next(runs) for _ in range(count)))
 
-        return _HASH.sub(fill, scrubbed) if "#" in scrubbed else scrubbed
+        return HASH.sub(fill, scrubbed) if "#" in scrubbed else scrubbed
 
     def _plan(self, pattern: str, max_chars: int | None = None) -> _Plan | None:
         """What ``pattern`` becomes, or None when nothing in it is replaced."""
@@ -194,7 +194,7 @@ class Scrubber:
         found = False
         for made, (start, end, kind) in enumerate(spans):
             if made == MAX_PLACEHOLDERS:
-                raise _TooMany
+                raise TooMany
             found = True
             before = pattern.count("#", at, start)
             while h < len(held) and held[h][0] < index + before:
@@ -228,7 +228,7 @@ class Scrubber:
         """The letters of the placeholder of ``part`` (a pattern)."""
         number = int.from_bytes(self._hash(b"p", part.encode("utf-8", "surrogatepass")), "big")
         letters = []
-        for _ in range(_LETTERS):
+        for _ in range(LETTERS):
             number, r = divmod(number, 26)
             letters.append(chr(ord("a") + r))
         return "".join(letters)
@@ -236,7 +236,7 @@ class Scrubber:
     def _digits_of(self, letters: str, runs: tuple[str, ...]) -> str:
         """The digits of the placeholder ``letters`` over a part that held ``runs``."""
         data = (letters + "\0" + "\0".join(runs)).encode("utf-8")
-        return f"{int.from_bytes(self._hash(b't', data), 'big') % 10**_DIGITS:0{_DIGITS}d}"
+        return f"{int.from_bytes(self._hash(b't', data), 'big') % 10**DIGITS:0{DIGITS}d}"
 
     def _hash(self, domain: bytes, data: bytes) -> bytes:
         return hmac.new(self._key, domain + data, hashlib.sha256).digest()[:16]

@@ -1,8 +1,8 @@
-"""Where the value after a name that says secret is, and where it ends (``_assignments``): the
+"""Where the value after a name that says secret is, and where it ends (``assignments``): the
 separators (``=``, ``:``, ``=>``, a linking word, their look-alikes and encoded forms),
 quotes, brackets, a header's field, the lines of a YAML block scalar; the item after a quoted
-name (``_quoted_pairs``) and an element's text (``_elements``); and the credential after
-``Bearer`` or ``Basic`` and private key blocks (``_AUTH``, ``_PRIVATE_KEY``).
+name (``quoted_pairs``) and an element's text (``elements``); and the credential after
+``Bearer`` or ``Basic`` and private key blocks (``AUTH``, ``PRIVATE_KEY``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import heapq
 import re
 from collections.abc import Iterator
 
-from nsysprobe.trace.secrets.names import _FIELD_HEADERS, _NAME, _NAME_CHARS, _WORD, _secret_name
-from nsysprobe.trace.secrets.placeholders import _KINDS, _LETTERS, SECRET
+from nsysprobe.trace.secrets.names import FIELD_HEADERS, NAME, NAME_CHARS, WORD, secret_name
+from nsysprobe.trace.secrets.placeholders import KINDS, LETTERS, SECRET
 
 # ``=`` and ``:`` and the characters that look like them.
 _EQUALS = "=\uff1d\ufe66\u207c\u208c\ua78a\u30a0\u2261\u2248"
@@ -191,29 +191,29 @@ def _bracketed_value(text: str, at: int) -> tuple[int, int, int] | None:
 # aside.
 _FIELD_REST = {q: re.compile(rf"[^\n\r{q}\\]*(?:\\.[^\n\r{q}\\]*)*") for q in ("", '"', "'", "`")}
 # A placeholder of an earlier rule, as the pattern shows it.
-_HELD_PLACEHOLDER = re.compile(rf"<(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>")
+_HELD_PLACEHOLDER = re.compile(rf"<(?:{KINDS}):[a-z]{{{LETTERS}}}#?>")
 # Values of such settings that are not secrets.
 _HARMLESS = re.compile(r"true|false|yes|no|none|null|nil|on|off|", re.I)
 _HARMLESS_VALUE = re.compile(rf"((?:\\{{0,8}}[\"'`])?)(?:{_HARMLESS.pattern})\1", re.I)
 # A dash after a name and whitespace is punctuation (``password - reset``), not a value.
 _DASH = re.compile(r"-{1,3}")
-_AUTH = re.compile(
+AUTH = re.compile(
     r"\b(?P<scheme>bearer|basic|token)(?P<sep>\s{1,16})(?P<value>[\w#.~+/-]+=*)", re.I
 )
-_PRIVATE_KEY = re.compile(
+PRIVATE_KEY = re.compile(
     r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----.*?"
     r"(?:-----END[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)",
     re.S,
 )
 
 
-def _assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
+def assignments(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The values of settings whose name says secret, in every way of reading the names and
     separators of ``pattern`` (``_name_views``)."""
     views = _name_views(pattern)
     if len(views) == 1:
         return _settings(pattern, pattern)
-    return _merged(*(_settings(pattern, view) for view in views))
+    return merged(*(_settings(pattern, view) for view in views))
 
 
 def _name_views(pattern: str) -> list[str]:
@@ -235,7 +235,7 @@ def _name_views(pattern: str) -> list[str]:
     return views
 
 
-def _merged(*streams: Iterator[tuple[int, int, str]]) -> Iterator[tuple[int, int, str]]:
+def merged(*streams: Iterator[tuple[int, int, str]]) -> Iterator[tuple[int, int, str]]:
     """The spans of ``streams`` (each in order) in order, those that overlap joined."""
     current = None
     for span in heapq.merge(*streams):
@@ -254,10 +254,10 @@ def _settings(pattern: str, names: str) -> Iterator[tuple[int, int, str]]:
     ``names`` (a view of ``pattern``), their values in ``pattern``."""
     text = _Text(pattern, names)
     end = 0
-    for name in _NAME.finditer(names):
+    for name in NAME.finditer(names):
         if name.start() < end:
             continue
-        strength = _secret_name(name[0])
+        strength = secret_name(name[0])
         if not strength:
             continue
         found = _in_brackets(text, name, strength) or _after_separator(text, name, strength)
@@ -294,7 +294,7 @@ def _in_brackets(text: _Text, name: re.Match, strength: int) -> _Value | None:
         if _INDEX.fullmatch(value):
             return [], end
     spans = []
-    if not (_HARMLESS.fullmatch(value.strip("\"'`")) or _only_placeholders(value)):
+    if not (_HARMLESS.fullmatch(value.strip("\"'`")) or only_placeholders(value)):
         spans.append((start, stop))
     if opening["op"] is not None and _GOES_ON.match(pattern, end):
         stop = text.value_end(end)
@@ -318,7 +318,7 @@ def _after_separator(text: _Text, name: re.Match, strength: int) -> _Value | Non
     value = pattern[start:stop]
     if _HARMLESS_VALUE.fullmatch(value) or (found["op"] is None and _DASH.fullmatch(value)):
         return None
-    if _only_placeholders(value):
+    if only_placeholders(value):
         return [], stop
     if found["op"] is not None and _BLOCK_SCALAR.fullmatch(value):
         block = _block_lines(text, name.start(), stop)
@@ -326,7 +326,7 @@ def _after_separator(text: _Text, name: re.Match, strength: int) -> _Value | Non
             return block
     spans = [(start, stop)]
     quoted = len(value) > 1 and value[0] == value[-1] and value[0] in "\"'`"
-    if quoted or not _takes_field(name[0][-_NAME_CHARS:], found["op"]):
+    if quoted or not _takes_field(name[0][-NAME_CHARS:], found["op"]):
         return spans, stop
     return _field_rest(text, name, spans, stop)
 
@@ -340,7 +340,7 @@ def _field_rest(text: _Text, name: re.Match, spans: list[tuple[int, int]], stop:
     start, stop = _stripped(pattern, rest.start(), rest.end())
     while start < stop and pattern[start] in ",;":  # ``Cookie: a=K; b=K``
         start, stop = _stripped(pattern, start + 1, stop)
-    if not _only_placeholders(pattern[start:stop]):
+    if not only_placeholders(pattern[start:stop]):
         spans.append((start, stop))
     return spans, rest.end()
 
@@ -355,15 +355,15 @@ _LINE_INDENT = re.compile(r"[^\S\n]*")
 def _block_lines(text: _Text, name_start: int, stop: int) -> _Value | None:
     """The lines of the block scalar whose header ends at ``stop``, its name at
     ``name_start``; None when its line goes on or no line is indented deeper. The name's
-    indentation is read within ``_NAME_CHARS`` before it (a name further along its line has
+    indentation is read within ``NAME_CHARS`` before it (a name further along its line has
     none). A line is read by one header at most: scrubbing stays linear."""
     pattern = text.pattern
     after = _LINE_INDENT.match(pattern, stop).end()
     if after < len(pattern) and pattern[after] != "\n":
         return None
-    line = pattern.rfind("\n", max(0, name_start - _NAME_CHARS), name_start) + 1
+    line = pattern.rfind("\n", max(0, name_start - NAME_CHARS), name_start) + 1
     indent = 0
-    if line or name_start <= _NAME_CHARS:
+    if line or name_start <= NAME_CHARS:
         indent = len(_LINE_INDENT.match(pattern, line, name_start)[0])
     end = text.find("\n", stop)
     first = last = None
@@ -379,7 +379,7 @@ def _block_lines(text: _Text, name_start: int, stop: int) -> _Value | None:
 
 
 # Words after which a name and whitespace set a value (``aws configure set NAME K``,
-# ``git config NAME K``), looked for on the name's line within ``_NAME_CHARS`` before it.
+# ``git config NAME K``), looked for on the name's line within ``NAME_CHARS`` before it.
 _SETTER = re.compile(r"(?<![\w-])(?i:set|config|configure|config:set)(?![\w-])")
 
 
@@ -394,8 +394,8 @@ def _sets_value(text: _Text, name: re.Match, sep: re.Match, strength: int) -> bo
     if strength == 2 or name[0].startswith("-"):
         return True
     at = name.start()
-    line = text.names.rfind("\n", max(0, at - _NAME_CHARS), at) + 1
-    return _SETTER.search(text.names, max(line, at - _NAME_CHARS), at) is not None
+    line = text.names.rfind("\n", max(0, at - NAME_CHARS), at) + 1
+    return _SETTER.search(text.names, max(line, at - NAME_CHARS), at) is not None
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -403,11 +403,11 @@ def _takes_field(name: str, op: str | None) -> bool:
     """Whether ``name`` is a header's whose value is the rest of its field: an
     ``Authorization`` (``Proxy-Authorization`` too) after any operator, a ``Cookie`` (or
     ``Set-Cookie``) after a colon."""
-    words = _WORD.findall(name)
+    words = WORD.findall(name)
     last = words[-1].lower() if words else ""
     if last == "authorization":
         return True
-    return last in _FIELD_HEADERS and op is not None and bool(_COLON_OP.fullmatch(op))
+    return last in FIELD_HEADERS and op is not None and bool(_COLON_OP.fullmatch(op))
 
 
 def _stripped(pattern: str, start: int, stop: int) -> tuple[int, int]:
@@ -419,7 +419,7 @@ def _stripped(pattern: str, start: int, stop: int) -> tuple[int, int]:
     return start, stop
 
 
-def _only_placeholders(text: str) -> bool:
+def only_placeholders(text: str) -> bool:
     return not _HELD_PLACEHOLDER.sub("", text).strip()
 
 
@@ -437,17 +437,17 @@ _NEXT_ITEM = re.compile(
 )
 # An element named as a secret: its text up to the next ``<`` (``<password>K</password>``).
 _ELEMENT = re.compile(
-    rf"<(?!(?:{_KINDS}):[a-z]{{{_LETTERS}}}#?>)(?P<name>[^\W\d][\w.:-]{{0,255}})"
+    rf"<(?!(?:{KINDS}):[a-z]{{{LETTERS}}}#?>)(?P<name>[^\W\d][\w.:-]{{0,255}})"
     r"(?:\s[^<>]{0,1024})?>"
 )
 
 
-def _quoted_pairs(pattern: str) -> Iterator[tuple[int, int, str]]:
+def quoted_pairs(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The values that follow a secret's quoted name (``_QUOTED_NAME``)."""
     text = _Text(pattern)
     end = 0
     for quoted in _QUOTED_NAME.finditer(pattern):
-        if quoted.start() < end or not _secret_name(quoted["name"]):
+        if quoted.start() < end or not secret_name(quoted["name"]):
             continue
         after = _NEXT_ITEM.match(pattern, quoted.end())
         if after is None:
@@ -462,12 +462,12 @@ def _quoted_pairs(pattern: str) -> Iterator[tuple[int, int, str]]:
             end = found[1]
 
 
-def _elements(pattern: str) -> Iterator[tuple[int, int, str]]:
+def elements(pattern: str) -> Iterator[tuple[int, int, str]]:
     """The text of elements named as secrets (``_ELEMENT``)."""
     text = _Text(pattern)
     end = 0
     for element in _ELEMENT.finditer(pattern):
-        if element.start() < end or not _secret_name(element["name"]):
+        if element.start() < end or not secret_name(element["name"]):
             continue
         found = _value_span(pattern, element.end(), text.find("<", element.end()))
         if found is not None:
@@ -492,6 +492,6 @@ def _value_span(pattern: str, start: int, stop: int) -> tuple[int, int, str] | N
     that is nothing, a harmless word (``true``, ``none``) or placeholders only."""
     start, stop = _stripped(pattern, start, stop)
     value = pattern[start:stop]
-    if not value or _HARMLESS_VALUE.fullmatch(value) or _only_placeholders(value):
+    if not value or _HARMLESS_VALUE.fullmatch(value) or only_placeholders(value):
         return None
     return start, stop, SECRET
