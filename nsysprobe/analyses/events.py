@@ -113,6 +113,8 @@ class Events:
     overhead: Table  # nsys's own overhead on the profiled threads
     dropped: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)  # rows with NO_ID in an owner id
+    # A view of one process (``for_process``): its report's ``shared_devices``.
+    report_shared: dict[int, iv.Intervals] | None = None
 
     @classmethod
     def load(cls, trace: Trace, *, sched: bool = False) -> Events:
@@ -163,7 +165,17 @@ class Events:
             overhead=own(self.overhead, "globalTid"),
             dropped=self.dropped,
             left_out=self.left_out,
+            report_shared=self.shared_devices,
         )
+
+    @cached_property
+    def shared_devices(self) -> dict[int, iv.Intervals]:
+        """Per GPU that more than one process of the report ran work on, the union of all
+        their work: where it was not idle, whichever process waited. A view of one process
+        (``for_process``) keeps its report's: the other processes' work still held the GPU."""
+        if self.report_shared is not None:
+            return self.report_shared
+        return {d: self.device_busy(d) for d, pids in self.device_pids.items() if len(pids) > 1}
 
     @property
     def has_gpu_activity(self) -> bool:

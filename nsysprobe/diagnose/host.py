@@ -192,14 +192,14 @@ def shared_gpu(ev: Evidence, a: Account) -> Outcome | None:
         ("other_process",),
         (
             f"another process's GPU work held the GPU {ms_text(a.ns('other_process'))} "
-            f"({share_text(a, 'other_process')} of the step time) while this process's own work "
-            "waited or its thread had none ready"
+            f"({share_text(a, 'other_process')} of the step time) while this process's own "
+            "work, already issued, waited for it"
         ),
         (
             "give each job a GPU of its own (nvidia-smi lists the processes on it; "
             "CUDA_VISIBLE_DEVICES), or partition it (MIG) when sharing is meant"
         ),
-        bound="alone, the process gets back at most the time the other process's work held it",
+        bound="alone, the process gets back at most the time its issued work waited",
     )
 
 

@@ -1011,10 +1011,11 @@ for step, batch in enumerate(loader):
     ),
     "shared_gpu": Page(
         fires=(
-            "Another process's GPU work held the GPU between this process's own work "
-            "(``other_process``: the account cuts that time out of every idle cause), listed "
-            "when it reaches ``MIN_GAIN_RATIO`` of the measured time. Its gain is that time: "
-            "alone on its GPU, the process's work could have run then, and no more."
+            "This process's GPU work was issued but waited while another process's work held "
+            "the GPU (``other_process``: where the thread had no work ready, its own cause "
+            "stands), listed when it reaches ``MIN_GAIN_RATIO`` of the measured time. Its gain "
+            "is that time: alone on its GPU, the waiting work could have run then, and no "
+            "more."
         ),
         buckets=("other_process",),
         reads="the other processes' kernels, copies and memsets on the same GPU.",
@@ -1033,8 +1034,9 @@ for step, batch in enumerate(loader):
         no_example=(
             "no trace the project holds gives it: in the shared-GPU capture "
             "(h200_shared_gpu.sqlite) the two processes' kernels run time-sliced, each kernel "
-            "recorded over the other's, so 0.4% and 1.4% of their steps are held apart from the "
-            "process's own work (``gpu_bound``'s shared-GPU lever names it there)"
+            "recorded over the other's, so only 0.4% and 1.4% of their steps waited apart from "
+            "their own work (where the other process is not in the trace, ``gpu_bound``'s "
+            "shared-GPU lever reads the kernels' durations instead: h200_contention.sqlite)"
         ),
         compared=False,
     ),

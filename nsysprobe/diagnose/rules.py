@@ -229,8 +229,8 @@ RULES = (
     PERIODIC_STEP,
     Rule(
         "shared_gpu",
-        "another process's GPU work held the GPU between this process's own work (a GPU "
-        "shared with another job): time this process gets back alone on its GPU",
+        "this process's issued GPU work waited while another process's work held the GPU (a "
+        "GPU shared with another job): time it gets back alone on its GPU",
         shared_gpu,
     ),
     Rule(

@@ -62,9 +62,12 @@ def _gaps(report: Report) -> Section | None:
     g = report.gaps
     if g is None or not g.gap_count:
         return None
+    processes = len({x.pid for x in g.longest})
+    # Processes sharing a GPU each count their own gaps, in their own accounts' words.
+    whose = f" in {processes} processes' accounts" if processes > 1 else ""
     return Section(
         f"Idle gaps: the step account's idle stretches over {g.min_gap_ns / 1e6:g} ms "
-        f"({counted(g.gap_count, 'gap')}, {ms(g.gap_ns)} of {ms(g.idle_ns)} idle)",
+        f"({counted(g.gap_count, 'gap')}{whose}, {ms(g.gap_ns)} of {ms(g.idle_ns)} idle)",
         (
             "cause: the step account's (nsysprobe explain account), named as it names them; "
             "--min-gap-ms chooses what is listed here, not the causes or the verdict",
@@ -93,13 +96,18 @@ def _longest_gaps(report: Report) -> Section | None:
             f"the {listed} longest of {g.gap_count:,} gaps shown; the JSON has the "
             f"{len(g.longest)} longest",
         )
+    # With several processes' gaps listed, each row says whose (one stretch may be listed
+    # once for each process that idled in it).
+    pid = len({x.pid for x in g.longest}) > 1
     return Section(
         "Longest gaps",
         notes,
-        ("device", "at", "length", "cause", "NVTX open", "OS runtime", "CUDA API"),
+        ("device", *(("process",) if pid else ()), "at", "length", "cause", "NVTX open")
+        + ("OS runtime", "CUDA API"),
         tuple(
             (
                 str(x.device_id),
+                *((str(x.pid),) if pid else ()),
                 f"{x.start_ns / 1e9:,.4f} s",
                 ms(x.duration_ns),
                 x.cause if x.name is None else f"{x.cause}: {x.name}",

@@ -44,8 +44,9 @@ by majority:
                        work in the capture
     cuda_api           other CUDA API calls (event records, stream waits, ...)
     cpu                the thread's own code, named by its innermost NVTX range
-    other_process      another process's work held the GPU (a shared GPU): whatever the
-                       thread did then, the GPU was not idle; it comes before every cause
+    other_process      the work ending the idle was issued (before it, or its call had begun)
+                       and waited while another process's work held the GPU (a shared GPU);
+                       before the issuing call the thread had no work ready: its cause stands
 
 A call (a synchronize, a copy, an allocator call) "drained" the GPU when the thread was inside
 it, begun earlier, as the GPU went idle; the time from the call's start to that moment is how

@@ -14,7 +14,14 @@ from nsysprobe.analyses.account.scope import Scope
 # input: a thread that makes the batch itself or waits for a loader would spend that time
 # whether or not it had waited for the GPU first (a loader's batches come at the loader's
 # pace), and the loading fix removes it with or without the drain.
-KEPT_AFTER_DRAINS = ("queued", "profiler_overhead", "loading", "loader_wait", "os_wait")
+KEPT_AFTER_DRAINS = (
+    "queued",
+    "other_process",
+    "profiler_overhead",
+    "loading",
+    "loader_wait",
+    "os_wait",
+)
 
 
 def drain_episodes(

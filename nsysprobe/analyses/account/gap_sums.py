@@ -36,33 +36,44 @@ class GapSums:
 
     def __init__(self, idle_s, idle_e, lo: int, hi: int, min_gap_ns: int, held: iv.Intervals):
         s, e = iv.clip((idle_s, idle_e), lo, hi)
-        if held[0].size:  # one idle interval may hold several stretches
+        # A stretch between two of its own kernels is short or not by its own length, whatever
+        # other processes ran in it.
+        short = (e - s) <= QUEUED_START_NS
+        self.short = (s[short], e[short])
+        # Cut by other processes' work, one idle interval may hold several stretches, and
+        # one idle piece meet several gaps (``add``).
+        self.cut = bool(held[0].size)
+        if self.cut:
             p_s, p_e, _, by = iv.split_by(s, e, held)
             s, e = iv.union(p_s[by < 0], p_e[by < 0])
         self.min_gap_ns = min_gap_ns
         long = (e - s) > max(min_gap_ns, 0)
         self.start, self.end = s[long], e[long]
-        short = (e - s) <= QUEUED_START_NS
-        self.short = (s[short], e[short])
         self.queued_start_ns = 0
         self.sums: list[tuple[np.ndarray, ...]] = []
 
     def add(self, p_s, p_e, cause, detail) -> None:
-        """Sum the idle pieces [``p_s``, ``p_e``) (disjoint, sorted, cut at the edges of
-        ``held``: ``process._held_apart``) with their causes and details (codes of the
-        account's texts) into the gaps and the queued start time. A piece lies inside one idle
-        interval and inside or outside ``held``, so it meets at most one gap."""
+        """Sum the idle pieces [``p_s``, ``p_e``) (disjoint, sorted) with their causes and
+        details (codes of the account's texts) into the gaps and the queued start time."""
         queued = cause == _QUEUED
         if queued.any():
             self.queued_start_ns += int(iv.covered(p_s[queued], p_e[queued], self.short).sum())
-        gap = np.searchsorted(self.end, p_s, side="right")
-        hit = gap < self.start.size
-        hit[hit] = p_e[hit] > self.start[gap[hit]]
-        if not hit.any():
+        if self.cut:
+            q_s, q_e, origin, g = iv.split_by(p_s, p_e, (self.start, self.end))
+            hit = g >= 0
+            g, origin = g[hit], origin[hit]
+            ns = (q_e - q_s)[hit]
+            cause, detail = cause[origin], detail[origin]
+        else:  # a piece lies inside one idle interval, so it meets at most one gap
+            g = np.searchsorted(self.end, p_s, side="right")
+            hit = g < self.start.size
+            hit[hit] = p_e[hit] > self.start[g[hit]]
+            g = g[hit]
+            ns = np.minimum(p_e[hit], self.end[g]) - np.maximum(p_s[hit], self.start[g])
+            cause, detail = cause[hit], detail[hit]
+        if not g.size:
             return
-        g = gap[hit]
-        ns = np.minimum(p_e[hit], self.end[g]) - np.maximum(p_s[hit], self.start[g])
-        by = Groups([g, cause[hit], detail[hit]], sort=True)
+        by = Groups([g, cause, detail], sort=True)
         self.sums.append((*by.keys, by.sum(ns)))
 
     def result(self, texts: Texts) -> IdleGaps:

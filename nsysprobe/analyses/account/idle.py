@@ -120,16 +120,31 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
         else:
             out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
 
+    held = scope.ev.shared_devices.get(scope.dev)
+
+    def emit_issued(s, e, c, d, k):
+        """Pieces after the work ending them was issued: where another process's work held
+        the GPU (a shared GPU), that work is why it waited (``other_process``)."""
+        near = _within(held, s, e)
+        if near is None:
+            return emit(s, e, c, d, k)
+        c = np.broadcast_to(np.asarray(c, dtype=np.int64), s.shape)
+        d = np.broadcast_to(np.asarray(d, dtype=np.int64), s.shape)
+        q_s, q_e, origin, by = iv.split_by(s, e, near)
+        under = by >= 0
+        c = np.where(under, CAUSE["other_process"], c[origin])
+        emit(q_s, q_e, c, np.where(under, -1, d[origin]), k[origin])
+
     # Work issued before the idle began: the GPU started it late, no CPU cause.
     at = np.flatnonzero(f.queued)
-    emit(i_s[at], i_e[at], CAUSE["queued"], -1, at)
+    emit_issued(i_s[at], i_e[at], CAUSE["queued"], -1, at)
     # After the issuing call began, the idle is the cost of that call, named by the
     # call and the copy it issued: "cudaMemcpyAsync (memcpy HtoD Pageable)".
     at = np.flatnonzero(f.issued)
     kind_of = np.where(f.end_copy[at] > 0, kind.codes[f.first[at]], -1)
     named = joined((api.codes[f.call[at]], api.categories), (kind_of, kind.categories), " ({})")
     late = np.maximum(i_s[at], f.call_start[at])
-    emit(late, i_e[at], CAT_CAUSE[f.cat[at]], texts.codes(named), at)
+    emit_issued(late, i_e[at], CAT_CAUSE[f.cat[at]], texts.codes(named), at)
     del at, kind_of, named, late
     # Before it, what the issuing thread was doing.
     early_e = np.minimum(i_e, f.call_start)
@@ -144,6 +159,16 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
     parts = list(zip(*out))
     out.clear()
     return tuple(p[0] if len(p) == 1 else np.concatenate(p) for p in parts)
+
+
+def _within(held: iv.Intervals | None, s: np.ndarray, e: np.ndarray) -> iv.Intervals | None:
+    """The intervals of ``held`` that reach into [s[0], max(e)) (the pieces' stretch of
+    time, ``s`` sorted), None when none does."""
+    if held is None or not s.size:
+        return None
+    lo = np.searchsorted(held[1], s[0], side="right")
+    hi = np.searchsorted(held[0], e.max(), side="left")
+    return (held[0][lo:hi], held[1][lo:hi]) if hi > lo else None
 
 
 # The causes of the thread's own code, whose drain's detail names its NVTX range.

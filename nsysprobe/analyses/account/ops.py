@@ -78,20 +78,6 @@ def gpu_ops(ev: Events, pid: int, dev: int, nccl=None) -> Table:
     return Table(cols)
 
 
-def others_work(ev: Events, pid: int, dev: int) -> iv.Intervals:
-    """The union of the other processes' GPU work on the device (empty when the process has
-    it alone): the device is not idle then, whatever this process waits for."""
-    if len(ev.device_pids.get(dev, ())) < 2:
-        return iv.union([], [])
-    parts = []
-    for df in (ev.kernels, ev.graphs, ev.memcpy, ev.memset):
-        if len(df):
-            on = (df["deviceId"] == dev) & (pid_of(df["globalPid"]) != pid)
-            f = columns_where(df, on, ("start", "end"))
-            parts.append(iv.union(f["start"], f["end"]))
-    return iv.union_of(parts) if parts else iv.union([], [])
-
-
 def _code(labels: list[str], label: str) -> int:
     if label not in labels:
         labels.append(label)

@@ -20,7 +20,6 @@ from nsysprobe.analyses.account.model import (
     IdleSpans,
     Readbacks,
 )
-from nsysprobe.analyses.account.ops import others_work
 from nsysprobe.analyses.account.periodic import periodic_split
 from nsysprobe.analyses.account.scope import Scope, scope_of
 from nsysprobe.analyses.account.tally import buckets_of, details_by_bucket, sum_into
@@ -121,9 +120,9 @@ def account(
     sum_into(scope, table, details, seg_s, seg_e, seg_k, None, None)
     del seg_s, seg_e, seg_k, busy_u
     readback_bytes, texts, pieces = idle_pieces(scope, idle_s, idle_e, hi)
-    held = others_work(scope.ev, scope.pid, scope.dev)
-    if held[0].size:
-        pieces = _held_apart(pieces, held)
+    # On a GPU shared with other processes, the time their work held it (all the work on it:
+    # within this process's idle, the others'); no gap lies there.
+    held = iv.clip(scope.ev.shared_devices.get(scope.dev, iv.union([], [])), lo, hi)
     # The steady steps' pieces, kept when asked for (``Account.idle_spans``).
     kept: list[tuple[np.ndarray, ...]] = [(np.empty(0, np.int64),) * 3]
     steady_s, steady_e = scope.win_s[scope.steady], scope.win_e[scope.steady]
@@ -157,21 +156,6 @@ def account(
         spans,
     )
     return replace(made, idle_gaps=gaps.result(texts))
-
-
-def _held_apart(pieces, held: iv.Intervals):
-    """The idle pieces, a run at a time, with the time another process's work ``held`` the
-    device cut out of them as ``other_process`` (no detail)."""
-    other = IDLE_CAUSES.index("other_process")
-    for p_s, p_e, cause, detail in pieces:
-        q_s, q_e, origin, by = iv.split_by(p_s, p_e, held)
-        under = by >= 0
-        yield (
-            q_s,
-            q_e,
-            np.where(under, other, cause[origin]),
-            np.where(under, -1, detail[origin]),
-        )
 
 
 def _result(
