@@ -402,3 +402,25 @@ def final_count(walls: list[int], startup: int, ratio: float = 3) -> int:
         if all(w > ratio * v for w in rest[-f:] for v in rest[:-f]):
             best = f
     return best
+
+
+# The gap between a kernel's end and the start of the next one, issued before the first began,
+# of a length in [shortest, longest] (the kernels of the process launching them: those joined
+# to a launch).
+_QUEUED_GAPS = """
+    WITH k AS (
+        SELECT k.start AS start, k.end AS end, r.end AS issued
+        FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId
+    ), ordered AS (
+        SELECT start, issued, LAG(end) OVER (ORDER BY start) AS previous_end FROM k
+    )
+    SELECT COALESCE(SUM(start - previous_end), 0) FROM ordered
+    WHERE start > previous_end AND issued <= previous_end
+        AND start - previous_end BETWEEN ? AND ?
+"""
+
+
+def queued_gaps(path: Path, shortest: int = 1, longest: int = 2**62) -> int:
+    """ns of idle between launched kernels whose next kernel was issued before it began."""
+    return query(path, _QUEUED_GAPS, (shortest, longest))[0][0]

@@ -6,7 +6,7 @@ in a report of every process and in the view of one (``--ranks``, ``analyze(pid=
 
 from __future__ import annotations
 
-from independent import intersect, query, union
+from independent import intersect, query, queued_gaps, union
 
 import nsysprobe
 from nsysprobe.analyses.account import QUEUED_START_NS
@@ -68,26 +68,12 @@ def stalled(with_other: bool) -> Export:
     return ex
 
 
-# The process's own queued gaps (its kernels, each with a launch) of at most :longest.
-OWN_QUEUED_GAPS = """
-    WITH k AS (
-        SELECT k.start AS start, k.end AS end, r.end AS issued
-        FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
-        JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId
-    ), ordered AS (
-        SELECT start, issued, LAG(end) OVER (ORDER BY start) AS previous_end FROM k
-    )
-    SELECT COALESCE(SUM(start - previous_end), 0) FROM ordered
-    WHERE start > previous_end AND issued <= previous_end AND start - previous_end <= ?
-"""
-
-
 def test_kernel_starts_are_judged_by_the_process_s_own_stretches(build):
     """The other process's kernels inside the 400 us wait cut it into 3 us pieces: not this
     process's kernel starts. kernel_gaps saves the same with or without them."""
     alone = build(stalled(False), "alone.sqlite")
     shared = build(stalled(True), "shared.sqlite")
-    starts = query(shared, OWN_QUEUED_GAPS, (QUEUED_START_NS,))[0][0]
+    starts = queued_gaps(shared, 1, QUEUED_START_NS)
     assert starts == 4 * 98 * 3 * US
     for path in (alone, shared):
         recs = {r.id: r for r in nsysprobe.analyze(path).recommendations}

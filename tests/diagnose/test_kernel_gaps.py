@@ -8,7 +8,7 @@ kernels, and time another process's kernels held the GPU are not its: the rest s
 from __future__ import annotations
 
 import pytest
-from independent import query
+from independent import query, queued_gaps
 
 import nsysprobe
 from nsysprobe.analyses.account import QUEUED_START_NS
@@ -26,23 +26,6 @@ US = 1_000
 #   GPU                      |k| |k| |k| ... |k|
 #                               ^gap (queued)
 KERNELS = 100
-# The gap between a kernel's end and the start of the next one, issued before the first began,
-# of a length in [:shortest, :longest] (the process's kernels: those with a launch).
-QUEUED_GAPS = """
-    WITH k AS (
-        SELECT k.start AS start, k.end AS end, r.end AS issued
-        FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
-        JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId
-    ), ordered AS (
-        SELECT start, issued, LAG(end) OVER (ORDER BY start) AS previous_end FROM k
-    )
-    SELECT COALESCE(SUM(start - previous_end), 0) FROM ordered
-    WHERE start > previous_end AND issued <= previous_end
-        AND start - previous_end BETWEEN :shortest AND :longest
-"""
-EVERY = {"shortest": 1, "longest": 2**62}
-STARTS = {"shortest": 1, "longest": QUEUED_START_NS}
-STALLS = {"shortest": QUEUED_START_NS + 1, "longest": 2**62}
 
 
 def queued_kernels(
@@ -74,7 +57,7 @@ def recommendations(path) -> dict:
 
 def test_its_gain_is_the_idle_between_tiny_queued_kernels(build):
     path = build(queued_kernels(kernel_ns=4 * US, gap_ns=3 * US))
-    gaps = query(path, QUEUED_GAPS, EVERY)[0][0]
+    gaps = queued_gaps(path)
     assert gaps == 4 * (KERNELS - 1) * 3 * US  # the export is what the picture says
     recs = recommendations(path)
     rec = recs["kernel_gaps"]
@@ -91,7 +74,7 @@ def test_its_gain_is_the_idle_between_tiny_queued_kernels(build):
 def test_with_larger_kernels_the_same_idle_is_gpu_idle_s(build):
     kernel_ns = 4 * TINY_NS  # none of them tiny
     path = build(queued_kernels(kernel_ns=kernel_ns, gap_ns=20 * US))
-    gaps = query(path, QUEUED_GAPS, EVERY)[0][0]
+    gaps = queued_gaps(path)
     recs = recommendations(path)
     assert "kernel_gaps" not in recs
     assert recs["gpu_idle"].evidence["buckets"] == "queued, cuda_api"
@@ -102,8 +85,8 @@ def test_a_long_queued_stall_between_tiny_kernels_stays_gpu_idle_s(build):
     """A wait on other work (a stream or event dependency) is not the GPU's start of a kernel:
     fewer kernels would not remove it."""
     path = build(queued_kernels(kernel_ns=4 * US, gap_ns=3 * US, stall_ns=400 * US))
-    starts = query(path, QUEUED_GAPS, STARTS)[0][0]
-    stalls = query(path, QUEUED_GAPS, STALLS)[0][0]
+    starts = queued_gaps(path, 1, QUEUED_START_NS)
+    stalls = queued_gaps(path, QUEUED_START_NS + 1)
     assert (starts, stalls) == (4 * (KERNELS - 2) * 3 * US, 4 * 400 * US)
     recs = recommendations(path)
     assert recs["kernel_gaps"].saved_ns == starts
@@ -121,7 +104,7 @@ def test_on_a_shared_gpu_the_other_process_s_kernels_are_not_idle(build):
         "SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL "
         "WHERE (globalPid >> 24) & 16777215 = 777",
     )[0][0]
-    assert held == query(path, QUEUED_GAPS, EVERY)[0][0] == 4 * (KERNELS - 1) * 3 * US
+    assert held == queued_gaps(path) == 4 * (KERNELS - 1) * 3 * US
     report = nsysprobe.analyze(path, min_gap_ms=0.002)
     main = report.account.main
     assert main.pid == 4242
