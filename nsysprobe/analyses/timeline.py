@@ -60,12 +60,7 @@ KINDS = (
     "memcpy DtoD",
     "memcpy other",
     "memset",
-    "cuda_sync",
-    "cuda_copy",
-    "cuda_alloc",
-    "cuda_launch",
-    "cuda_other",
-    "cuda_module",
+    *API_KINDS,  # a thread's CUDA calls
     "os_wait",
     "os_call",
     "mixed",

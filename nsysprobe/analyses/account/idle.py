@@ -120,12 +120,10 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
         else:
             out.append((s[keep], e[keep], c[keep], d[keep], k[keep]))
 
-    held = scope.ev.shared_devices.get(scope.dev)
-
     def emit_issued(s, e, c, d, k):
         """Pieces after the work ending them was issued: where another process's work held
         the GPU (a shared GPU), that work is why it waited (``other_process``)."""
-        near = _within(held, s, e)
+        near = _within(scope.held, s, e)
         if near is None:
             return emit(s, e, c, d, k)
         c = np.broadcast_to(np.asarray(c, dtype=np.int64), s.shape)
@@ -161,10 +159,10 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
     return tuple(p[0] if len(p) == 1 else np.concatenate(p) for p in parts)
 
 
-def _within(held: iv.Intervals | None, s: np.ndarray, e: np.ndarray) -> iv.Intervals | None:
+def _within(held: iv.Intervals, s: np.ndarray, e: np.ndarray) -> iv.Intervals | None:
     """The intervals of ``held`` that reach into [s[0], max(e)) (the pieces' stretch of
     time, ``s`` sorted), None when none does."""
-    if held is None or not s.size:
+    if not held[0].size or not s.size:
         return None
     lo = np.searchsorted(held[1], s[0], side="right")
     hi = np.searchsorted(held[0], e.max(), side="left")

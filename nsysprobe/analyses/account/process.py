@@ -120,9 +120,6 @@ def account(
     sum_into(scope, table, details, seg_s, seg_e, seg_k, None, None)
     del seg_s, seg_e, seg_k, busy_u
     readback_bytes, texts, pieces = idle_pieces(scope, idle_s, idle_e, hi)
-    # On a GPU shared with other processes, the time their work held it (all the work on it:
-    # within this process's idle, the others'); no gap lies there.
-    held = iv.clip(scope.ev.shared_devices.get(scope.dev, iv.union([], [])), lo, hi)
     # The steady steps' pieces, kept when asked for (``Account.idle_spans``).
     kept: list[tuple[np.ndarray, ...]] = [(np.empty(0, np.int64),) * 3]
     steady_s, steady_e = scope.win_s[scope.steady], scope.win_e[scope.steady]
@@ -130,6 +127,7 @@ def account(
     hi_s = int(steady_e[-1]) if steady_s.size else hi
     # Gaps lie between two pieces of the process's GPU work, where no other process's work
     # held the device.
+    held = iv.clip(scope.held, lo, hi)
     gaps = GapSums(idle_s, idle_e, max(lo_s, first_work), min(hi_s, last_work), min_gap_ns, held)
     for p_s, p_e, cause, detail in pieces:
         sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)

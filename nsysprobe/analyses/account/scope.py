@@ -64,6 +64,13 @@ class Scope:
         return np.maximum.accumulate(self.ops["end"])
 
     @cached_property
+    def held(self) -> iv.Intervals:
+        """Where another process's work held the device (the GPU shared: the union of all the
+        work on it, which within this process's idle is the others'); empty when it ran
+        alone."""
+        return self.ev.shared_devices.get(self.dev, iv.union([], []))
+
+    @cached_property
     def op_calls(self) -> np.ndarray:
         """Per GPU operation, the row of the API call that issued it (same correlation id),
         or -1."""
