@@ -8,7 +8,12 @@ running maximum of the ends. NVTX names are not read (nsysprobe reads them as te
 floor stops at their ids). Prints the row count, the GPU busy time and the union's interval
 count as JSON, so a run can be checked.
 
-    python benchmarks/floor.py EXPORT.sqlite
+    python benchmarks/floor.py EXPORT.sqlite            # Python's sqlite3, row by row
+    python benchmarks/floor.py --arrow EXPORT.sqlite    # ADBC's SQLite driver, as Arrow
+
+``--arrow`` is the second floor: the same queries read by ADBC's SQLite driver into Arrow
+record batches (one stream per table, one thread, 65,536 rows a batch as nsysprobe reads), and
+each column to numpy (``to_numpy``; copied where the batches are several).
 
 ``scale.py`` runs it in a fresh process beside each ``nsysprobe analyze`` and reports both.
 """
@@ -37,8 +42,34 @@ TABLES = {
 GPU = list(TABLES)[:4]
 
 
-def read(path: str) -> dict[str, object]:
+def _sqlite3_read(db, sql: str, cols: list[str]) -> dict[str, np.ndarray]:
+    dtype = np.dtype([(c, np.int64) for c in cols])
+    pairs = np.fromiter(db.execute(sql), dtype=dtype)
+    return {c: pairs[c] for c in cols}
+
+
+def _arrow_reader(path: str):
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+    import pyarrow as pa
+
+    conn = adbc_driver_manager.AdbcConnection(adbc_driver_sqlite.connect(f"file:{path}?mode=ro"))
+
+    def read(sql: str, cols: list[str]) -> dict[str, np.ndarray]:
+        statement = adbc_driver_manager.AdbcStatement(conn)
+        statement.set_options(**{"adbc.sqlite.query.batch_rows": str(1 << 16)})
+        statement.set_sql_query(sql)
+        handle, _ = statement.execute_query()
+        table = pa.RecordBatchReader._import_from_c(handle.address).read_all()
+        statement.close()
+        return {c: table.column(k).to_numpy() for k, c in enumerate(cols)}
+
+    return read
+
+
+def read(path: str, arrow: bool = False) -> dict[str, object]:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    fetch = _arrow_reader(path) if arrow else lambda sql, cols: _sqlite3_read(db, sql, cols)
     present = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     rows = 0
     gpu = []
@@ -50,9 +81,8 @@ def read(path: str) -> dict[str, object]:
         where = " WHERE eventType IN (59, 60) AND end IS NOT NULL" if table == "NVTX_EVENTS" else ""
         # NULL ids read as -1, as nsysprobe reads them.
         sql = f"SELECT {', '.join(f'ifnull({c}, -1)' for c in cols)} FROM {table}{where}"
-        dtype = np.dtype([(c, np.int64) for c in cols])
-        pairs = np.fromiter(db.execute(sql), dtype=dtype)
-        rows += pairs.size
+        pairs = fetch(sql, cols)
+        rows += pairs["start"].size
         if table in GPU:
             gpu.append(pairs)
     db.close()
@@ -73,4 +103,5 @@ def read(path: str) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(read(sys.argv[1])))
+    args = sys.argv[1:]
+    print(json.dumps(read(args[-1], arrow="--arrow" in args)))

@@ -252,9 +252,13 @@ class Floor:
     gpu_busy_ns: int
 
 
-def time_floor(path: Path, out: Path) -> Floor:
-    """``benchmarks/floor.py PATH`` in a fresh process: the plain read of the same columns."""
-    wall, rss = _run([sys.executable, str(ROOT / "benchmarks" / "floor.py"), str(path)], out)
+def time_floor(path: Path, out: Path, reader: str = "arrow") -> Floor:
+    """``benchmarks/floor.py [--arrow] PATH`` in a fresh process: the plain read of the same
+    columns, through ADBC's driver as Arrow (``reader`` "arrow") or Python's sqlite3."""
+    flags = ["--arrow"] if reader == "arrow" else []
+    wall, rss = _run(
+        [sys.executable, str(ROOT / "benchmarks" / "floor.py"), *flags, str(path)], out
+    )
     got = json.loads(out.read_text())
     return Floor(wall, rss, got["rows"], got["gpu_busy_ns"])
 
@@ -420,8 +424,8 @@ def markdown(source: Source, results: list[Result], info: dict[str, object], nes
         f"{info['os']}, Python {info['python']}; nsysprobe {info['nsysprobe_commit']}; "
         f"{info['date']}. Wall time and peak RSS of `nsysprobe analyze PATH --format json` "
         "in a fresh process, the package's bytecode compiled first; the floor is "
-        "`benchmarks/floor.py PATH` (a plain sqlite3 + numpy read of the same integer columns "
-        "and the GPU busy union), run just before it. With "
+        f"`benchmarks/floor.py {info['floor_flags']}PATH` (a plain {info['floor_reader']} read "
+        "into numpy of the same integer columns, and the GPU busy union), run just before it. With "
         "several runs (`--repeat`), floor and analysis take turns; each figure is the median "
         "of its runs, and `runs` gives how many and the range of the time ratio of each "
         "analysis to the floor run just before it."
@@ -486,6 +490,14 @@ def parse_sizes(text: str) -> list[int]:
     show_default=True,
     help="Run the floor and the analysis this many times each, in turn; report medians.",
 )
+@click.option(
+    "--floor",
+    "floor_reader",
+    type=click.Choice(["arrow", "sqlite3"]),
+    default="arrow",
+    show_default=True,
+    help="The floor's reader: ADBC's SQLite driver into Arrow, or Python's sqlite3.",
+)
 @click.option("--keep", is_flag=True, help="Keep the built exports.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 def main(
@@ -496,6 +508,7 @@ def main(
     workdir: Path | None,
     nest: int,
     repeat: int,
+    floor_reader: str,
     keep: bool,
     as_json: bool,
 ) -> None:
@@ -532,7 +545,7 @@ def main(
             )
             floors, timings = [], []
             for _ in range(repeat):
-                floor = time_floor(dest, folder / (dest.stem + ".floor.json"))
+                floor = time_floor(dest, folder / (dest.stem + ".floor.json"), floor_reader)
                 timing = time_analyze(dest, folder / (dest.stem + ".json"), history)
                 if timing.reported_gpu_ops != built.gpu_ops:
                     raise click.ClickException(
@@ -556,6 +569,8 @@ def main(
         if not keep and not workdir:
             shutil.rmtree(folder, ignore_errors=True)
     info = machine()
+    info["floor_reader"] = "ADBC SQLite driver + Arrow" if floor_reader == "arrow" else "sqlite3"
+    info["floor_flags"] = "--arrow " if floor_reader == "arrow" else ""
     if as_json:
         payload = {
             "source": {

@@ -121,16 +121,22 @@ class Events:
         """Every event table, then the lookups; ``sched``: the CPU scheduling events too (the
         CPU placement analysis reads them)."""
         map_large_arrays()  # the analyses' peak memory: their live arrays
-        frames = {
-            "kernels": trace.kernels(),
-            "memcpy": trace.memcpy(),
-            "memset": trace.memset(),
-            "runtime": trace.runtime(),
-            "osrt": trace.osrt(),
-            "nvtx": trace.nvtx_ranges(),
-            "graphs": trace.graph_launches(),
-            "overhead": trace.profiler_overhead(),
+        readers = {
+            "kernels": trace.kernels,
+            "memcpy": trace.memcpy,
+            "memset": trace.memset,
+            "runtime": trace.runtime,
+            "osrt": trace.osrt,
+            "nvtx": trace.nvtx_ranges,
+            "graphs": trace.graph_launches,
+            "overhead": trace.profiler_overhead,
         }
+        # Read two at a time, the NVTX ranges first (their names make them the longest read
+        # of a PyTorch trace's), then the largest tables: the two readers end near together.
+        first = ["nvtx", "runtime", "osrt", "kernels"]
+        order = [*first, *(k for k in readers if k not in first)]
+        got = trace.read_together({k: readers[k] for k in order})
+        frames = {k: got[k] for k in readers}
         dropped = {k: int(v.dropped) for k, v in frames.items()}
         left_out = _leave_out_unowned(frames)
         ranges = bool(len(frames["nvtx"]) or dropped["nvtx"] or left_out.get("nvtx"))

@@ -150,20 +150,31 @@ def covered(starts, ends, union: Intervals) -> np.ndarray:
         interval    [--------------)
         covered     ^-^  ^-----^          = upto(end) - upto(start)
     """
-    starts, ends = as_intervals(starts, ends)
-    u_s, u_e = as_intervals(*union)
-    if not starts.size or not u_s.size:
-        return np.zeros(starts.size, dtype=np.int64)
-    before = np.concatenate(([0], np.cumsum(u_e - u_s)))  # before[k]: segments 0..k-1
+    return Coverage(union).of(starts, ends)
 
-    def upto(t: np.ndarray) -> np.ndarray:
+
+class Coverage:
+    """``covered`` against one union, its prefix sums made once: for a union asked about
+    many times (a run of intervals at a time), each question costs O(intervals log
+    segments), not the union's size again."""
+
+    def __init__(self, union: Intervals):
+        self.starts, self.ends = as_intervals(*union)
+        # before[k]: the time of segments 0..k-1
+        self.before = np.concatenate(([0], np.cumsum(self.ends - self.starts)))
+
+    def of(self, starts, ends) -> np.ndarray:
+        starts, ends = as_intervals(starts, ends)
+        if not starts.size or not self.starts.size:
+            return np.zeros(starts.size, dtype=np.int64)
+        return self._upto(ends) - self._upto(starts)
+
+    def _upto(self, t: np.ndarray) -> np.ndarray:
         """Union covered before time t: whole segments, and the one t falls in."""
-        i = np.searchsorted(u_s, t, side="right")  # segments starting at or before t
+        i = np.searchsorted(self.starts, t, side="right")  # segments starting at or before t
         last = np.maximum(i - 1, 0)
-        inside = np.minimum(t, u_e[last]) - u_s[last]
-        return np.where(i > 0, before[last] + inside, 0)
-
-    return upto(ends) - upto(starts)
+        inside = np.minimum(t, self.ends[last]) - self.starts[last]
+        return np.where(i > 0, self.before[last] + inside, 0)
 
 
 def runs(weight: np.ndarray, budget: int):

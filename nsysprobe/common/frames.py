@@ -1,4 +1,5 @@
-"""The report's tables as pandas DataFrames, on request: ``report.steps.to_pandas()``.
+"""The report's tables as pandas DataFrames or Arrow tables, on request:
+``report.steps.to_pandas()``, ``report.steps.to_arrow()``.
 
 pandas is optional (the ``pandas`` extra): it is imported inside ``to_pandas`` only, so the
 command line and ``analyze`` never load it.
@@ -34,6 +35,7 @@ from nsysprobe.errors import InputError, MissingDependency
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
 PANDAS_FIX = "pip install 'nsysprobe[pandas]' (or pandas itself) in this environment"
 _SCALARS = {int: "int64", float: "float64", bool: "bool", str: "object"}
@@ -89,22 +91,51 @@ def _pairs(value: Any) -> list[tuple[str, Any]]:
     return [tuple(p) if isinstance(p, tuple) else dataclasses.astuple(p) for p in value]
 
 
-def to_frame(rows: Sequence[Any], row_type: type, wide: str | None = None) -> pd.DataFrame:
-    """``rows`` (instances of the dataclass ``row_type``) as a DataFrame, the pairs field
-    ``wide`` one column per name (module docstring)."""
-    pd = _pandas()
-    data: dict[str, Any] = {}
+def _data(rows: Sequence[Any], row_type: type, wide: str | None) -> dict[str, tuple[list, str]]:
+    """column -> (its values, its pandas dtype), as the module docstring lays them out."""
+    data: dict[str, tuple[list, str]] = {}
     for name, how, dtype in _columns(row_type, wide):
         if how == "column":
-            data[name] = pd.Series([getattr(r, name) for r in rows], dtype=dtype)
+            data[name] = ([getattr(r, name) for r in rows], dtype)
             continue
         per_row = [dict(_pairs(getattr(r, name))) for r in rows]
         keys = list(dict.fromkeys(k for d in per_row for k in d))
         for key in keys:
             values = [d.get(key, 0) for d in per_row]
             kind = "float64" if any(isinstance(v, float) for v in values) else "int64"
-            data[f"{name}.{key}"] = pd.Series(values, dtype=kind)
+            data[f"{name}.{key}"] = (values, kind)
+    return data
+
+
+def to_frame(rows: Sequence[Any], row_type: type, wide: str | None = None) -> pd.DataFrame:
+    """``rows`` (instances of the dataclass ``row_type``) as a DataFrame, the pairs field
+    ``wide`` one column per name (module docstring)."""
+    pd = _pandas()
+    data = {
+        name: pd.Series(values, dtype=dtype)
+        for name, (values, dtype) in _data(rows, row_type, wide).items()
+    }
     return pd.DataFrame(data, index=pd.RangeIndex(len(rows)))
+
+
+# pandas dtype -> Arrow type: the nullable ones (``Int64``, ``boolean``) hold nulls in Arrow.
+_ARROW_TYPES = {
+    "int64": "int64",
+    "Int64": "int64",
+    "float64": "float64",
+    "bool": "bool_",
+    "boolean": "bool_",
+    "object": "string",
+}
+
+
+def to_arrow_table(rows: Sequence[Any], row_type: type, wide: str | None = None) -> pa.Table:
+    """``rows`` as a pyarrow Table with the columns of ``to_frame`` (None as null)."""
+    import pyarrow as pa
+
+    data = _data(rows, row_type, wide)
+    arrays = [pa.array(v, getattr(pa, _ARROW_TYPES[d])()) for v, d in data.values()]
+    return pa.Table.from_arrays(arrays, names=list(data))
 
 
 class Tables:
@@ -115,13 +146,21 @@ class Tables:
     def to_pandas(self, table: str | None = None) -> pd.DataFrame:
         """The table ``table`` (default: the first of ``TABLES``) as a DataFrame, one row per
         item, one column per field (``nsysprobe.common.frames``). Needs pandas."""
+        return to_frame(*self._table("to_pandas", table))
+
+    def to_arrow(self, table: str | None = None) -> pa.Table:
+        """The table ``table`` as a pyarrow Table, the columns of ``to_pandas`` (nullable ones
+        with nulls): ``polars.from_arrow(report.steps.to_arrow())`` without pandas."""
+        return to_arrow_table(*self._table("to_arrow", table))
+
+    def _table(self, method: str, table: str | None) -> tuple[Sequence[Any], type, str | None]:
         names = list(self.TABLES)
         name = names[0] if table is None else table
         if name not in self.TABLES:
             raise InputError(
-                f"to_pandas({table!r}): {type(self).__name__} has no such table; "
+                f"{method}({table!r}): {type(self).__name__} has no such table; "
                 f"one of {', '.join(repr(n) for n in names)}"
             )
         spec = self.TABLES[name]
         row_type, wide = spec if isinstance(spec, tuple) else (spec, None)
-        return to_frame(getattr(self, name), row_type, wide)
+        return getattr(self, name), row_type, wide

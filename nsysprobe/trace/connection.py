@@ -28,10 +28,9 @@ from nsysprobe.trace.schema import SQLITE_MAGIC
 
 # The SQLite header up to its file format bytes.
 _HEADER_BYTES = 20
-# The longest text one block query may build (SQLite's own limit is 1e9 bytes).
-MAX_BLOCK_TEXT = 1 << 28
-# The longest value any query may build or return (a name is cut far below).
-MAX_VALUE_BYTES = MAX_BLOCK_TEXT
+# The longest value any query of the sqlite3 connections may build or return (a name is cut
+# far below; SQLite's own limit is 1e9 bytes).
+MAX_VALUE_BYTES = 1 << 28
 # A pending -wal larger than this many times its database (plus the room) is refused.
 _MAX_WAL_RATIO = 4
 _WAL_ROOM_BYTES = 256 << 20
@@ -109,6 +108,14 @@ class WorkBudget:
         except BaseException as exc:  # noqa: BLE001 -- a signal, raised here
             self.interrupted = exc
             return 1
+
+    def charge(self, ops: int) -> bool:
+        """Count ``ops`` VM steps done where no progress handler runs (ADBC's driver, which
+        reads a batch of rows between two calls: ``arrow``); False once the budget is spent."""
+        self._checks_left -= -(-ops // OPS_PER_CHECK)  # rounded up
+        if self._checks_left < 0:
+            self.spent = True
+        return not self.spent
 
     def resume(self, exc: Exception) -> None:
         """Raise the signal that stopped SQLite, if that is what ``exc`` (SQLite's error) was:

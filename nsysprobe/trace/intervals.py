@@ -2,25 +2,26 @@
 
 Which rows and values are kept is the reader's one rule for event tables: a row whose start or
 end is not a valid time is left out and counted, an id that is not usable reads as ``NO_ID``
-(``values``). How it is read fast: the table's rowids are cut into blocks of ``_BLOCK_ROWS``
-(``rowid_blocks``), each block read as joined text (``blocks.BlockQuery``) on one connection
-per core (``_read_blocks``).
+(``values``). How it is read: one query per table through ADBC's SQLite driver (``arrow``),
+its Arrow batches copied into one numpy array per column as they arrive.
+
+Two queries read the same rows. The fast one selects the columns as they are and checks them
+in numpy; the driver gives a column as int64 only when every value in it is an INTEGER or NULL
+(NULL reads as -1; a NULL start or end drops the row), so a column of any other type, whatever
+the table declares, fails it: a TEXT, a BLOB or a REAL after the first batch is a type
+mismatch, one in the first batch makes the column another type. Then the exact one reads the
+table, every value through ``CASE typeof(...)`` and every row through the interval test in SQL.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import threading
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from nsysprobe.common.table import Table
 from nsysprobe.errors import TraceError
-from nsysprobe.trace.blocks import NULL_TIME, BlockQuery, Gathered
-from nsysprobe.trace.connection import MAX_BLOCK_TEXT
+from nsysprobe.trace.arrow import ArrowReadError
 from nsysprobe.trace.values import (
     BOUNDS,
     ID_BOUNDS,
@@ -28,25 +29,19 @@ from nsysprobe.trace.values import (
     MAX_TIME_NS,
     int_expr,
     narrow,
-    text_affinity,
     valid_interval,
 )
 
-# Rows per block when reading integer columns (each column's text is ~20 bytes a row). Small
-# enough that the C heap serves each block's buffers from the last one's memory, below the
-# threshold of ``common.heap``. Measured on this project's 2-core machine (2026-12-02, 09:40
-# UTC, two runs each of ``nsysprobe analyze`` on the NVTX-heavy 1e6 replica of
-# ``benchmarks/README.md``): 7.1-7.4 s and 514-517 MiB at 1 << 18 rows, 6.9-7.0 s and
-# 458-467 MiB at 1 << 15. Smaller still, the two readers share a small table's blocks more
-# evenly (Python parses a block holding the GIL): the 100,080 NVTX ranges of the deep-nesting
-# export read in 87 ms at 1 << 15, 71 ms at 1 << 13 (best of five, 14:10 UTC), and loading
-# the NVTX-heavy 1e6 replica took 3.78 s and 3.81 s.
-_BLOCK_ROWS = 1 << 13
-# Up to this many blocks (4 M rowids), a table's rowids are taken as dense without counting
-# its rows.
-_DENSE_SPANS = 512
-# Connections reading blocks at once.
-_READERS = max(1, min(4, os.cpu_count() or 1))
+# A NULL start or end reads as this in the fast query: below any valid time, so the row is
+# dropped as the exact query drops it.
+NULL_TIME = -(1 << 62)
+# Every ASCII digit made ``0``, every other byte kept (``_masked``).
+_MASK_DIGITS = np.arange(256, dtype=np.uint8)
+_MASK_DIGITS[ord("1") : ord("9") + 1] = ord("0")
+
+
+class _OtherType(Exception):
+    """A column of the fast query came back as another type than int64."""
 
 
 def intervals(
@@ -69,8 +64,9 @@ def intervals(
     ``raw`` gives some of ``wanted`` as SQL expressions of integers (``rowid``). With
     ``named_by`` (the columns ``text`` and ``textId``, or None where it has none), the
     result is ``(table, (codes, names))``: the table's ``textId`` is -2 where the row's
-    name is in ``text``; ``names`` are the distinct texts, digits masked (see
-    ``blocks.masked``), and ``codes`` each row's index into them.
+    name is in ``text`` (-3 where ``text`` holds a number); ``names`` are the distinct
+    texts of the rows kept, digits masked (``_masked``), and ``codes`` each row's index
+    into them.
     """
     cols = ["start", "end", *wanted]
     raw = raw or {}
@@ -86,170 +82,176 @@ def intervals(
             f"`nsys export --type sqlite`"
         )
     read = [c for c in cols if c in raw or found[c] or (named_by and c == "textId")]
+    reader = _Reader(trace, table, read, found, raw, where, named_by)
     try:
-        blocks = rowid_blocks(trace, table)
-        query = _block_query(trace, table, read, found, raw, where, named_by, bool(blocks))
-        gathered = _int_columns(trace, query, blocks)
-        arrays, total = gathered.columns_read(), gathered.total
-        if total is None:
-            total = trace.count_where(table, where) if where else trace.count(table)
-    except (sqlite3.DatabaseError, OverflowError, ValueError) as exc:
+        arrays, names, total = reader.read()
+    except (ArrowReadError, OverflowError, ValueError) as exc:
         raise TraceError(trace._read_failed(table, exc)) from exc
-    got = dict(zip(read, arrays))  # with ``named_by``, the names' codes come after
+    got = dict(zip(read, arrays))
     rows = len(arrays[0])
     data = {c: got[c] if c in got else np.full(rows, -1, dtype=np.int64) for c in cols}
     for c in ID_BOUNDS.keys() & data.keys():
         trace._note_ids(table, c, data[c], absent=c not in got)
     data = {c: narrow(v) if c in IDS else v for c, v in data.items()}
     df = Table(data, dropped=int(total - rows))
-    return (df, (arrays[-1], gathered.names)) if named_by else df
+    return (df, names) if named_by else df
 
 
-def _block_query(
-    trace,
-    table: str,
-    read: list[str],
-    found: dict[str, str | None],
-    raw: dict[str, str],
-    where: str,
-    named_by: tuple[str, str | None] | None,
-    in_blocks: bool,
-) -> BlockQuery:
-    """The exact and the fast query of ``read`` (``blocks.BlockQuery``), over a range of
-    rowids when ``in_blocks``; ``textId`` is the name's source when ``named_by`` is given.
-    The fast query is built only where the declared types keep SQLite from storing a
-    number as text: INTEGER affinity for every integer column, TEXT affinity for
-    ``text``."""
-    declared = _declared(trace, table)
-    text_col, id_col = named_by or (None, None)
-    exact, fast = [], []
-    for c in read:
-        if c == "textId" and named_by:
-            id_expr = int_expr(id_col) if id_col else "-1"
-            exact.append(
-                f"CASE typeof(\"{text_col}\") WHEN 'null' THEN {id_expr} "
-                "WHEN 'text' THEN -2 WHEN 'blob' THEN -2 ELSE -3 END"
-            )
-            fast.append(f'ifnull("{id_col}", -1)' if id_col else "-1")
-        elif c in raw:
-            exact.append(raw[c])
-            fast.append(raw[c])
-        else:
-            exact.append(int_expr(found[c], *BOUNDS.get(c, ())))
-            null = NULL_TIME if c in ("start", "end") else -1
-            fast.append(f'ifnull("{found[c]}", {null})')
-    checked = [f for c, f in zip(read, fast) if c not in raw]
-    typed = [found[c] for c in read if c not in raw and found.get(c)]  # textId's included
-    fast_ok = all("INT" in declared.get(c, "") for c in typed) and (
-        not named_by or text_affinity(declared.get(text_col, ""))
-    )
-    aggs = [f"group_concat({e})" for e in exact]
-    fast_aggs = ["count(*)", f"max(max({', '.join(checked)}))"]
-    if named_by:
-        aggs.append(f"group_concat(coalesce(\"{text_col}\", ''), char(0))")
-        fast_aggs += [f'count("{text_col}")', f'min("{text_col}")']
-    fast_aggs += [f"group_concat({e})" for e in fast]
-    if named_by:
-        fast_aggs.append(f'group_concat(coalesce("{text_col}", char(1)), char(0))')
-    valid = valid_interval(found["start"], found["end"])
-    ranged = f" AND {trace._rowid_name(table)} BETWEEN ? AND ?" if in_blocks else ""
-    exact_where = valid + (f" AND ({where})" if where else "")
-    return BlockQuery(
-        # NOT INDEXED: rows in rowid order, whatever index the file brings (an index on
-        # start or end would let SQLite order the exact query's rows by it).
-        exact=(f'SELECT {", ".join(aggs)} FROM "{table}" NOT INDEXED WHERE {exact_where}{ranged}'),
-        fast=(
-            f'SELECT {", ".join(fast_aggs)} FROM "{table}" NOT INDEXED WHERE ({where or 1}){ranged}'
-            if fast_ok
-            else None
-        ),
-        columns=len(read),
-        text=bool(named_by),
-        max_time=MAX_TIME_NS,
-        bounds={k: BOUNDS[c] for k, c in enumerate(read) if c in BOUNDS},
-        text_id=read.index("textId") if named_by else None,
-    )
+class _Reader:
+    """The two queries of ``read`` (and with ``named_by``, the row's text last), and the
+    reading of their batches into numpy."""
 
+    # Whether the fast query is tried first (the tests turn it off to compare the two).
+    fast_first = True
 
-def _declared(trace, table: str) -> dict[str, str]:
-    """column -> its declared type, upper case."""
-    rows = trace._fetch(table, f'PRAGMA table_info("{table}")')
-    return {str(r[1]): str(r[2] or "").upper() for r in rows}
+    def __init__(self, trace, table, read, found, raw, where, named_by):
+        self.trace, self.table, self.read_cols, self.where = trace, table, read, where
+        self.named_by = named_by
+        text_col, id_col = named_by or (None, None)
+        self.exact, self.fast = [], []
+        for c in read:
+            if c == "textId" and named_by:
+                for out, id_expr in (
+                    (self.exact, int_expr(id_col) if id_col else "-1"),
+                    (self.fast, f'ifnull("{id_col}", -1)' if id_col else "-1"),
+                ):
+                    out.append(
+                        f"CASE typeof(\"{text_col}\") WHEN 'null' THEN {id_expr} "
+                        "WHEN 'text' THEN -2 WHEN 'blob' THEN -2 ELSE -3 END"
+                    )
+            elif c in raw:
+                self.exact.append(raw[c])
+                self.fast.append(raw[c])
+            else:
+                self.exact.append(int_expr(found[c], *BOUNDS.get(c, ())))
+                self.fast.append(f'"{found[c]}"')
+        self.fills = [NULL_TIME if c in ("start", "end") else -1 for c in read]
+        if named_by:
+            # A BLOB in every row (NULL as empty: ``textId`` tells those rows), so the driver
+            # never infers the column's type from a batch of NULLs.
+            text = f"coalesce(CAST(\"{text_col}\" AS BLOB), x'')"
+            self.exact.append(text)
+            self.fast.append(text)
+        self.valid = valid_interval(found["start"], found["end"])
 
-
-def _int_columns(trace, query: BlockQuery, blocks: list[tuple[int, int]] | None) -> Gathered:
-    """The columns of ``query`` (``blocks.Gathered``), read a block of ``blocks`` (rowid
-    ranges, ``_rowid_blocks``) at a time or, with None, in one query; with its ``text``,
-    also each row's masked name (``blocks.masked``); and the rows of the table (matching
-    the caller's ``where``) before the interval test, None if a block was read exactly.
-
-    Python's sqlite3 builds a tuple of integer objects per row, which costs more than the
-    reading itself on tables of millions of rows. Instead SQLite formats each column of a
-    block of rows as one comma-separated text (``group_concat`` in a single scan, so the
-    columns stay aligned) that numpy parses. Blocks of rowids bound the text's size, and
-    are read on one connection per core: SQLite runs without Python's lock.
-    """
-    capacity = None if blocks is None else sum(hi - lo + 1 for lo, hi in blocks)
-    gathered = Gathered(query.columns, query.text, capacity)
-    if blocks is None:
-        gathered.take(query.run(trace._raw))
-    elif len(blocks) <= 1 and not query.text:
-        for b in blocks:
-            gathered.take(query.run(trace._raw, b))
-    else:
-        _read_blocks(trace, query, blocks, gathered.take)
-    return gathered
-
-
-def _read_blocks(trace, query: BlockQuery, blocks: list[tuple[int, int]], take) -> None:
-    """``take`` each block's result, in the order of ``blocks``, as it is read."""
-    local = threading.local()
-    opened: list[sqlite3.Connection] = []
-
-    def read(block: tuple[int, int]) -> tuple[list, int | None]:
-        if not hasattr(local, "db"):
-            local.db = trace._connect(bytes)
-            if hasattr(local.db, "setlimit"):  # Python 3.11+
-                # A block's joined names stay under this; past it the caller reads by rows.
-                local.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_BLOCK_TEXT)
-            opened.append(local.db)
-        return query.run(local.db, block)
-
-    workers = max(1, min(_READERS, len(blocks)))
-    try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="nsysprobe-read") as pool:
-            results = pool.map(read, blocks)
+    def read(self) -> tuple[list[np.ndarray], tuple | None, int]:
+        """(one array per column of ``read``, (codes, names) with ``named_by``, the rows
+        before the interval test)."""
+        if self.fast_first:
             try:
-                for result in results:
-                    take(result)
-            except (KeyboardInterrupt, SystemExit) as exc:  # a signal: stop every reader
-                trace._budget.interrupted = trace._budget.interrupted or exc
-                raise
-            finally:
-                results.close()  # the blocks not yet read are not read
-    finally:
-        for db in opened:
-            db.close()
+                arrays, names, total = self._gather(self._sql(self.fast, f"({self.where or 1})"))
+                return self._checked(arrays, names, total)
+            except (_OtherType, ArrowReadError):
+                pass  # a value of another type: the exact query reads every value
+        where = self.valid + (f" AND ({self.where})" if self.where else "")
+        arrays, names, _ = self._gather(self._sql(self.exact, where), exact=True)
+        if self.where:
+            total = self.trace.count_where(self.table, self.where)
+        else:
+            total = self.trace.count(self.table)
+        return arrays, names, total
+
+    def _sql(self, exprs: list[str], where: str) -> str:
+        # NOT INDEXED: rows in rowid order, whatever index the file brings.
+        return f'SELECT {", ".join(exprs)} FROM "{self.table}" NOT INDEXED WHERE {where}'
+
+    def _gather(self, sql: str, exact: bool = False):
+        """The query's columns, copied batch by batch into arrays of the table's row count."""
+        import pyarrow as pa
+
+        capacity = self.trace.count(self.table)
+        n_int = len(self.read_cols)
+        arrays = [np.empty(capacity, np.int64) for _ in range(n_int + bool(self.named_by))]
+        distinct: dict[bytes, int] = {}
+        rows = 0
+        int64 = pa.int64()
+        for batch in self.trace._arrow.batches(sql, capacity):
+            n = batch.num_rows
+            for k in range(n_int):
+                column = batch.column(k)
+                if column.type == int64:
+                    into = arrays[k][rows : rows + n]
+                    into[:] = _values(column, np.int64)
+                    if column.null_count:
+                        into[~_valid(column)] = self.fills[k]
+                elif column.type == pa.null():
+                    arrays[k][rows : rows + n] = self.fills[k]
+                elif exact:
+                    raise ArrowReadError(f"column {self.read_cols[k]} read as {column.type}")
+                else:
+                    raise _OtherType(self.read_cols[k])
+            if self.named_by:
+                codes, values = _masked(batch.column(n_int))
+                mapping = np.array(
+                    [distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64
+                )
+                arrays[-1][rows : rows + n] = mapping[codes] if mapping.size else codes
+            rows += n
+        # Rows never written leave their pages unused in a view, unless most of the room is
+        # left (then a copy lets it go).
+        arrays = [a[:rows] if rows * 2 >= a.size else a[:rows].copy() for a in arrays]
+        names = None
+        if self.named_by:
+            names = (arrays.pop(), list(distinct))
+        return arrays, names, rows
+
+    def _checked(self, arrays, names, total):
+        """The fast query's columns as the exact query returns them: out-of-bounds values -1,
+        rows failing the interval test dropped."""
+        for k, c in enumerate(self.read_cols):
+            if c in BOUNDS and not (c == "textId" and self.named_by):
+                low, high = BOUNDS[c]
+                v = arrays[k]
+                v[(v < low) | (v > high)] = -1
+        s, e = arrays[0], arrays[1]
+        keep = (e >= s) & (s >= -MAX_TIME_NS) & (e <= MAX_TIME_NS)
+        if not keep.all():
+            arrays = [a[keep] for a in arrays]
+            if names is not None:  # only the names of the rows kept
+                names = _used(names[0][keep], names[1])
+        return arrays, names, total
 
 
-def rowid_blocks(trace, table: str) -> list[tuple[int, int]] | None:
-    """Rowid ranges of about ``_BLOCK_ROWS`` rows, or None for a table read in one query:
-    no rowids, or rowids so sparse that blocks would be mostly empty."""
-    rowid = trace._rowid_name(table)
-    if rowid is None:
-        return None
-    # Two queries: SQLite answers a lone min() or max() of the rowid without a scan.
-    try:
-        (lo,) = trace._db.execute(f'SELECT min({rowid}) FROM "{table}"').fetchone()
-        (hi,) = trace._db.execute(f'SELECT max({rowid}) FROM "{table}"').fetchone()
-    except sqlite3.DatabaseError as exc:
-        trace._budget.resume(exc)
-        return None
-    if lo is None:
-        return []
-    if not isinstance(lo, int) or not isinstance(hi, int):
-        return None
-    spans = (hi - lo) // _BLOCK_ROWS + 1
-    if spans > _DENSE_SPANS and spans > 4 * (trace.count(table) // _BLOCK_ROWS + 1):
-        return None
-    return [(b, min(b + _BLOCK_ROWS - 1, hi)) for b in range(lo, hi + 1, _BLOCK_ROWS)]
+def _masked(column) -> tuple[np.ndarray, list[bytes]]:
+    """A batch's texts (Arrow binary) with every ASCII digit made ``0``: (code per row,
+    distinct masked values in the order they first occur). ``range_pattern`` of a masked
+    value is that of the value (digits stay digits; ASCII bytes never fall inside a UTF-8
+    sequence, valid or not), and far fewer values are distinct."""
+    import pyarrow as pa
+
+    _, offsets, data = column.buffers()
+    if data is not None and data.size:
+        masked = _MASK_DIGITS[np.frombuffer(data, dtype=np.uint8)]
+        column = pa.Array.from_buffers(
+            pa.binary(), len(column), [None, offsets, pa.py_buffer(masked)], offset=column.offset
+        )
+    encoded = column.dictionary_encode()
+    codes = _values(encoded.indices, np.int32).astype(np.int64)
+    return codes, encoded.dictionary.to_pylist()
+
+
+def _values(column, dtype) -> np.ndarray:
+    """A fixed-width Arrow array's values as a numpy view of its buffer (whatever its nulls
+    hold). Read from the buffer: pyarrow's ``to_numpy`` imports pandas where it is
+    installed, and the analysis never loads pandas."""
+    data = column.buffers()[1]
+    if data is None:
+        return np.zeros(len(column), dtype)
+    return np.frombuffer(data, dtype, count=column.offset + len(column))[column.offset :]
+
+
+def _valid(column) -> np.ndarray:
+    """Which values of an Arrow array are not null (its validity bitmap)."""
+    bitmap = column.buffers()[0]
+    if bitmap is None:
+        return np.ones(len(column), bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
+    return bits[column.offset : column.offset + len(column)].astype(bool)
+
+
+def _used(codes: np.ndarray, names: list[bytes]) -> tuple[np.ndarray, list[bytes]]:
+    """Only the names some row has, in the order of their codes (one pass, no sort)."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(names)))
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[used] = np.arange(used.size)
+    return remap[codes], [names[i] for i in used.tolist()]

@@ -15,8 +15,7 @@ import numpy as np
 from nsysprobe.common.safetext import name as _name
 from nsysprobe.common.table import Labels, Table, first_seen
 from nsysprobe.errors import TraceError
-from nsysprobe.trace.blocks import NulInText
-from nsysprobe.trace.intervals import intervals, rowid_blocks
+from nsysprobe.trace.intervals import intervals
 from nsysprobe.trace.metadata import NAMES_PER_QUERY
 from nsysprobe.trace.schema import NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END
 from nsysprobe.trace.values import (
@@ -77,15 +76,16 @@ def nvtx_ranges(trace) -> Table:
     when that is NULL, from ``textId``.
 
     A PyTorch trace holds millions of ranges with a name each (``aten::add, seq = 12,
-    op_id = 3401``), nearly all distinct: no per-row name is built. SQLite joins each
-    block's names into one text; its digits are masked at once; only the distinct masked
-    names become strings.
+    op_id = 3401``), nearly all distinct: no per-row name is built. The names come as one
+    Arrow buffer per batch, whose digits are masked at once; only the distinct masked names
+    become strings.
     """
     table = "NVTX_EVENTS"
     where = f"eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END})"
     if table not in trace.tables or "text" not in trace.columns(table):
         return _nvtx_by_rows(trace, where)
-    if not _has_rowid(trace, table):
+    if not _has_rowid(trace, table) or not trace._utf8:
+        # (a UTF-16 database: its text read as a BLOB is UTF-16)
         return _nvtx_by_rows(trace, where)
     text_id = "textId" if "textId" in trace.columns(table) else None
     try:
@@ -98,9 +98,8 @@ def nvtx_ranges(trace) -> Table:
             # textId -2: the name is in ``text``; -3: ``text`` holds a number (read by rows)
             named_by=("text", text_id),
         )
-    except (NulInText, TraceError):
-        # A NUL in a name, or a block of names too long for one SQLite text: row by row
-        # (an export that is damaged fails there with its own one-line error).
+    except TraceError:
+        # Row by row: an export that is damaged fails there with its own one-line error.
         return _nvtx_by_rows(trace, where)
     text_ids = df.pop("textId")
     has_text = text_ids == -2
@@ -160,8 +159,8 @@ def nvtx_details(trace, rows: Iterable[int]) -> list[tuple[str, int]]:
 
 
 def _nvtx_by_rows(trace, where: str) -> Table:
-    """The NVTX ranges read row by row: for exports the block reader cannot take (no
-    ``text`` column, no rowids, text that is a number or holds NUL). Slow, and exact."""
+    """The NVTX ranges read row by row: for exports the Arrow reader cannot take (no
+    ``text`` column, no rowids, text that is a number, a damaged table). Slow, and exact."""
     ints = ["start", "end", "globalTid", "color", "domainId"]
     df = trace._select("NVTX_EVENTS", [*ints, "text", "textId"], where=interval_where(where))
     dropped = trace.count_where("NVTX_EVENTS", where) - len(df["start"])
@@ -185,7 +184,7 @@ def _nvtx_by_rows(trace, where: str) -> Table:
 
 
 def _has_rowid(trace, table: str) -> bool:
-    return rowid_blocks(trace, table) is not None
+    return trace._rowid_name(table) is not None
 
 
 def _sorted_labels(codes: np.ndarray, values: list[str]) -> Labels:

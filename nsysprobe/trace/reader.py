@@ -9,7 +9,8 @@ the module of its concern, as a function of the open ``Trace``:
 - ``connection``: opening read-only within limits (the private copy of a WAL export, the work
   budget, which tables are read);
 - ``values``: what one value reads as (names, integers, ids, valid times);
-- ``intervals`` and ``blocks``: the integer interval rows of an event table, read in blocks;
+- ``intervals``: the integer interval rows of an event table, read as Arrow batches through
+  ADBC's SQLite driver (``arrow``);
 - ``tables``: the event tables (kernels, copies, memsets, CUDA and OS calls, scheduling);
 - ``nvtx``: NVTX ranges, their names, domains and counts;
 - ``metadata``: ``StringIds``, the export's metadata, GPUs, threads and processes;
@@ -63,7 +64,9 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -72,6 +75,7 @@ import numpy as np
 
 from nsysprobe.errors import TraceError
 from nsysprobe.trace import metadata, nvtx, sampling, tables
+from nsysprobe.trace.arrow import Driver
 from nsysprobe.trace.connection import (
     MAX_VALUE_BYTES,
     WorkBudget,
@@ -86,6 +90,9 @@ from nsysprobe.trace.metadata import Strings
 from nsysprobe.trace.sampling import PythonSamples
 from nsysprobe.trace.tables import EVENT_TABLES
 from nsysprobe.trace.values import text_from_bytes
+
+# Tables read at once (``Trace.read_together``).
+READERS = max(1, min(2, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -117,8 +124,15 @@ class Trace:
             self._copy = private_copy(self.path)
             self._uri = (self._copy / self.path.name).as_uri() + "?mode=ro"
         self._budget = WorkBudget(self.path, os.path.getsize(self.path))
+        # The export read through ADBC's SQLite driver (``arrow``), on the same URI; it
+        # connects on the first read, a connection per reading thread.
+        self._arrow = Driver(self._uri, self._charge)
+        # One sqlite3 connection of each kind per thread (``_db``, ``_raw``): two threads on
+        # one connection deadlock, one in SQLite waiting for Python's lock in the budget's
+        # callback, the other holding it while it waits for the connection.
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
         try:
-            self._db = self._connect(text_from_bytes)
             kinds = table_kinds(self._db)
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -137,7 +151,6 @@ class Trace:
             sorted(n for n, k in kinds.items() if k in ("view", "virtual"))
         )
         self._counts: dict[str, int] = {}
-        self._opened: list[sqlite3.Connection] = []
         self._ids: dict[tuple[str, str], UnusableIds] = {}
         self._python_samples: dict[int | None, PythonSamples] = {}
         if "StringIds" not in self.tables and not self.tables & EVENT_TABLES:
@@ -168,9 +181,10 @@ class Trace:
         return self._uri
 
     def close(self) -> None:
-        for db in [getattr(self, "_db", None), *getattr(self, "_opened", ())]:
-            if db is not None:
-                db.close()
+        if getattr(self, "_arrow", None) is not None:
+            self._arrow.close()
+        for db in getattr(self, "_opened", ()):
+            db.close()
         if self._copy is not None:
             shutil.rmtree(self._copy, ignore_errors=True)
             self._copy = None
@@ -238,11 +252,53 @@ class Trace:
         table and column."""
         return tuple(u for _, u in sorted(self._ids.items()) if u.unusable)
 
+    def read_together(self, readers: dict[str, Callable[[], object]]) -> dict[str, object]:
+        """Each reader's result, the readers run ``READERS`` at a time: the driver reads
+        without Python's lock, so two tables read at once on two cores. A signal (Ctrl-C)
+        stops every reader at its next batch; the first reader to fail fails the call."""
+        if READERS == 1:
+            return {k: read() for k, read in readers.items()}
+        with ThreadPoolExecutor(READERS, thread_name_prefix="nsysprobe-read") as pool:
+            futures = {k: pool.submit(read) for k, read in readers.items()}
+            try:
+                return {k: f.result() for k, f in futures.items()}
+            except BaseException as exc:
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    self._budget.interrupted = self._budget.interrupted or exc
+                for f in futures.values():
+                    f.cancel()
+                raise
+
     @cached_property
+    def _utf8(self) -> bool:
+        """Whether the database's text is UTF-8 (nsys writes it so; a crafted file may be
+        UTF-16, whose text ``CAST(... AS BLOB)`` gives as UTF-16 bytes)."""
+        return str(self._fetch("sqlite_master", "PRAGMA encoding")[0][0]).upper() == "UTF-8"
+
+    def _charge(self, ops: int) -> bool:
+        """The driver's work, counted against the budget (False once spent); raises the signal
+        the budget kept while SQLite worked, if any."""
+        if self._budget.interrupted is not None:
+            raise self._budget.interrupted
+        return self._budget.charge(ops)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """This thread's connection, its text read as names (``text_from_bytes``)."""
+        return self._thread_connection("db", text_from_bytes)
+
+    @property
     def _raw(self) -> sqlite3.Connection:
-        """A connection whose text comes back as bytes, whole: for the joined columns."""
-        self._opened.append(self._connect(bytes))
-        return self._opened[-1]
+        """This thread's connection whose text comes back as bytes, whole."""
+        return self._thread_connection("raw", bytes)
+
+    def _thread_connection(self, kind: str, text_factory) -> sqlite3.Connection:
+        db = getattr(self._local, kind, None)
+        if db is None:
+            db = self._connect(text_factory)
+            setattr(self._local, kind, db)
+            self._opened.append(db)
+        return db
 
     def _rowid_name(self, table: str) -> str | None:
         """The name that reaches the table's rowid (a column may take ``rowid``), or None for

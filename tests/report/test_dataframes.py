@@ -699,3 +699,44 @@ def test_the_readme_notebook_cell_runs(monkeypatch):
     exec(compile(cell, "README.md", "exec"), namespace)
     assert np.allclose(namespace["shares"].sum(axis=1), 1.0)  # the buckets fill each step
     assert "VERDICT: multiprocess_loading" in namespace["report"]._repr_html_()
+
+
+# -- the same tables as Arrow ------------------------------------------------------------------
+
+
+def _with_tables(report) -> list:
+    from nsysprobe.common.frames import Tables
+
+    found = [report] + [
+        getattr(report, a)
+        for a in dir(report)
+        if not a.startswith("_") and isinstance(getattr(report, a, None), Tables)
+    ]
+    return [*found, report.account.main]
+
+
+def test_every_table_as_arrow_is_its_dataframe(case):
+    # ``to_pandas`` is held to SQL above; its Arrow table must hold the same columns, values
+    # and nulls, typed as Arrow types them: what ``polars.from_arrow`` takes.
+    import pyarrow as pa
+
+    _, report = case
+    kinds = {
+        "int64": pa.int64(),
+        "Int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "boolean": pa.bool_(),
+        "object": pa.string(),
+    }
+    checked = 0
+    for holder in _with_tables(report):
+        for name in holder.TABLES:
+            frame, table = holder.to_pandas(name), holder.to_arrow(name)
+            assert table.column_names == list(frame.columns), (holder, name)
+            for column in frame.columns:
+                assert table.schema.field(column).type == kinds[str(frame[column].dtype)]
+                want = [None if pd.isna(v) else v for v in frame[column].tolist()]
+                assert table.column(column).to_pylist() == want, (name, column)
+            checked += table.num_rows
+    assert checked > 100

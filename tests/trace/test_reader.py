@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nsysprobe.errors import InputError, TraceError
-from nsysprobe.trace import intervals
+from nsysprobe.trace import arrow
 from nsysprobe.trace.reader import Trace
 from nsysprobe.trace.values import pid_of, tid_of
 
@@ -198,10 +198,10 @@ def _masked(name: str) -> str:
     return re.sub(r"\d+", "#", name)
 
 
-@pytest.mark.parametrize("block_rows", [4, 1 << 18])
-def test_nvtx_ranges_give_patterns_and_the_names_by_row(build, monkeypatch, block_rows):
-    # Blocks of 4 rows: many blocks, read on several connections at once.
-    monkeypatch.setattr(intervals, "_BLOCK_ROWS", block_rows)
+@pytest.mark.parametrize("batch_rows", [4, 1 << 18])
+def test_nvtx_ranges_give_patterns_and_the_names_by_row(build, monkeypatch, batch_rows):
+    # Batches of 4 rows: names masked and coded batch by batch, then across the batches.
+    monkeypatch.setattr(arrow, "BATCH_ROWS", batch_rows)
     ranges, details = _read_all(_named_export(build))
     names = SHOWN
     assert [n for n, _ in details] == names
@@ -244,20 +244,10 @@ def test_nvtx_names_whatever_the_table_layout(build, layout):
     assert ranges["pattern"].values().tolist() == [_masked(n) for n in names]
 
 
-@pytest.mark.skipif(not hasattr(sqlite3.Connection, "setlimit"), reason="Python 3.11+")
-def test_nvtx_names_longer_than_a_block_text_are_read_by_rows(build, monkeypatch):
-    # SQLite refuses a block's joined names past the limit: the names are read row by row.
-    monkeypatch.setattr(intervals, "MAX_BLOCK_TEXT", 100)
-    ranges, details = _read_all(_named_export(build))
-    names = SHOWN
-    assert [n for n, _ in details] == names
-    assert ranges["pattern"].values().tolist() == [_masked(n) for n in names]
-
-
 @pytest.mark.parametrize(
     "damage, name",
     [
-        # NUL is the block reader's separator: such a file is read row by row
+        # a NUL inside a name
         ("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE start = 0", "Ba\x00tch 1"),
         # a number where text belongs reads as its text
         ("UPDATE NVTX_EVENTS SET text = ? WHERE start = 0", 51),

@@ -39,7 +39,7 @@ class GapSums:
         # A stretch between two of its own kernels is short or not by its own length, whatever
         # other processes ran in it.
         short = (e - s) <= QUEUED_START_NS
-        self.short = (s[short], e[short])
+        self.short = iv.Coverage((s[short], e[short]))
         # Cut by other processes' work, one idle interval may hold several stretches, and
         # one idle piece meet several gaps (``add``).
         self.cut = bool(held[0].size)
@@ -57,7 +57,7 @@ class GapSums:
         details (codes of the account's texts) into the gaps and the queued start time."""
         queued = cause == _QUEUED
         if queued.any():
-            self.queued_start_ns += int(iv.covered(p_s[queued], p_e[queued], self.short).sum())
+            self.queued_start_ns += int(self.short.of(p_s[queued], p_e[queued]).sum())
         if self.cut:
             q_s, q_e, origin, g = iv.split_by(p_s, p_e, (self.start, self.end))
             hit = g >= 0

@@ -1,6 +1,7 @@
-"""The fast block query (``nsysprobe/trace/blocks.py``) reads real exports, and reads a block
-it cannot read exactly by the per-value query instead: the values are those of a row-by-row
-read with Python's sqlite3 and the rules of ``intervals.intervals``, damaged or not."""
+"""The fast query of ``nsysprobe/trace/intervals.py`` reads real exports through ADBC's SQLite
+driver, and a table it cannot read exactly is read by the per-value query instead: the values
+are those of a row-by-row read with Python's sqlite3 and the rules of ``intervals.intervals``,
+damaged or not, whichever batch the damage is in."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from independent import query
 from reliability.hostile import crafted
 
-from nsysprobe.trace import blocks, intervals
+from nsysprobe.trace import arrow, intervals
 from nsysprobe.trace.reader import Trace
 
 from conftest import SAMPLE_TRACES, shared_trace
@@ -55,16 +56,16 @@ def read_table(path, table: str) -> dict[str, list[int]]:
 
 @pytest.fixture
 def count_reads(monkeypatch):
-    """{'fast': blocks read by the fast query, 'exact': blocks read per value}."""
+    """{'fast': tables read by the fast query, 'exact': tables read per value}."""
     seen = {"fast": 0, "exact": 0}
-    run = blocks.BlockQuery.run
+    gather = intervals._Reader._gather
 
-    def counted(self, db, params=()):
-        got = run(self, db, params)
-        seen["fast" if got[1] is not None else "exact"] += 1
+    def counted(self, sql, exact=False):
+        got = gather(self, sql, exact)
+        seen["exact" if exact else "fast"] += 1
         return got
 
-    monkeypatch.setattr(blocks.BlockQuery, "run", counted)
+    monkeypatch.setattr(intervals._Reader, "_gather", counted)
     return seen
 
 
@@ -72,22 +73,21 @@ def count_reads(monkeypatch):
     "path",
     [
         SAMPLE_TRACES / "h200_pinned.sqlite",
-        # (an export as nsys writes it: ``nsysprobe scrub`` declares no column types, so its
-        # copies are read exactly)
+        # (``nsysprobe scrub`` declares no column types: the driver's types decide)
         SAMPLE_TRACES / "h200_tiny_layers.sqlite",
         "cs336_h100_train_nsys2023.4.sqlite",
         "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
     ],
 )
 def test_real_exports_are_read_by_the_fast_query(path, count_reads, monkeypatch):
-    # Small blocks: many of them, on several connections; names from text and textId mixed.
-    monkeypatch.setattr(intervals, "_BLOCK_ROWS", 512)
+    # Small batches: many of them; names from text and textId mixed.
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 512)
     path = path if not isinstance(path, str) else shared_trace(path)
     with Trace(path) as t:
         for table in (KERNEL, RUNTIME):
             assert read_table(path, table) == expected_rows(path, table, READS[table][1])
         t.nvtx_ranges()
-    assert count_reads["fast"] > 4 and count_reads["exact"] == 0
+    assert count_reads["fast"] >= 2 and count_reads["exact"] == 0
 
 
 DAMAGE = {
@@ -118,7 +118,7 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize("case", list(DAMAGE))
-def test_a_damaged_block_reads_as_row_by_row(case, tmp_path, monkeypatch):
+def test_a_damaged_table_reads_as_row_by_row(case, tmp_path, monkeypatch):
     table, sql = DAMAGE[case]
     path = crafted(
         tmp_path,
@@ -128,8 +128,10 @@ def test_a_damaged_block_reads_as_row_by_row(case, tmp_path, monkeypatch):
         f"ALTER TABLE copied RENAME TO {table}",
         sql.format(t=table),
     )
-    for rows in (512, 1 << 18):  # the damage in one block of many, or in the only one
-        monkeypatch.setattr(intervals, "_BLOCK_ROWS", rows)
+    # The damage in the first batch (the driver infers the column's type from it), in one
+    # batch of many, or in the only one.
+    for rows in (1024, 256, 1 << 18):
+        monkeypatch.setattr(arrow, "BATCH_ROWS", rows)
         assert read_table(path, table) == expected_rows(path, table, READS[table][1])
 
 
@@ -146,7 +148,7 @@ def test_names_from_text_and_text_id_mixed_in_a_block_and_a_text_like_null(tmp_p
     assert all(patterns[r] == "Batch #" for r in patterns if r % 3 == 0)
     assert by_id and all(patterns[r] == re.sub(r"\d+", "#", name) for r, name in by_id)
     assert count_reads == {"fast": 1, "exact": 0}
-    # A text that is the fast query's mark of NULL: read per value, the text its name.
+    # A text of a control character (the block reader's mark of NULL once): its name.
     path = crafted(
         tmp_path,
         "UPDATE NVTX_EVENTS SET text = char(1) WHERE rowid = 1",
@@ -158,7 +160,7 @@ def test_names_from_text_and_text_id_mixed_in_a_block_and_a_text_like_null(tmp_p
         (name,) = t.nvtx_names(ranges["row"][ranges["row"] == 1])
     assert name == "\\u0001"
     assert ranges["pattern"].take(ranges["row"] == 1).values().tolist() == ["\\u#"]
-    assert count_reads["exact"] == 1
+    assert count_reads == {"fast": 2, "exact": 0}
 
 
 def test_rows_dropped_from_a_fast_block_leave_no_pattern(tmp_path, count_reads):
@@ -183,10 +185,8 @@ def _nvtx_read(path):
 
 
 def test_what_only_dropped_rows_hold_does_not_change_how_the_rest_is_read(tmp_path, monkeypatch):
-    # Rows the interval test drops are in the fast query's text, not the exact one's: a NUL
-    # in their name, or names too long for one block's text, leave the block to the exact
-    # query (the table is still read in blocks, its rows named by rowid), not to a failure
-    # or to the row-by-row reader.
+    # Rows the interval test drops are in the fast query's batches, not the exact one's: a
+    # NUL in their name, or long names, change neither the rows kept nor their names.
     kept = [r for (r,) in query(SAMPLE_TRACES / "h200_pinned.sqlite", NVTX_ROWIDS)]
     nul = crafted(
         tmp_path, "UPDATE NVTX_EVENTS SET text = 'x' || char(0), end = start - 1 WHERE rowid = 5"
@@ -198,7 +198,6 @@ def test_what_only_dropped_rows_hold_does_not_change_how_the_rest_is_read(tmp_pa
         "printf('%.*c', 5000, 'a'), globalTid FROM NVTX_EVENTS LIMIT 3",
         name="long.sqlite",
     )
-    monkeypatch.setattr(intervals, "MAX_BLOCK_TEXT", 8000)
     rows, names, dropped = _nvtx_read(long)
     assert rows == kept and dropped == 3
     assert names == [n for r, n in sorted(_names_by_hand(long).items()) if r in kept]
@@ -250,21 +249,21 @@ def test_a_number_in_a_text_column_is_read_as_the_exact_query_reads_it(tmp_path,
         "TEXT"
     ]
     got = _nvtx_read(path)
-    monkeypatch.setattr(blocks.BlockQuery, "_checked", lambda self, row: None)
+    monkeypatch.setattr(intervals._Reader, "fast_first", False)
     assert got == _nvtx_read(path)
     assert any(n.startswith("12345") for n in got[1])  # the number, as its text
 
 
 @pytest.mark.parametrize("keep_every", [1, 3, 10])
 def test_rowids_with_holes_read_as_row_by_row(keep_every, tmp_path, monkeypatch):
-    # The blocks' columns go into arrays sized by their rowid spans: with most rowids
+    # The batches' columns go into arrays sized by the table's row count: with most rowids
     # missing, the rows read must still be the table's, in order, and no more.
     path = crafted(
         tmp_path,
         *(f"DELETE FROM {t} WHERE rowid % {keep_every} != 1 % {keep_every}" for t in READS),
         "DELETE FROM NVTX_EVENTS WHERE rowid % 7 != 0",
     )
-    monkeypatch.setattr(intervals, "_BLOCK_ROWS", 64)
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 64)
     for table in READS:
         assert read_table(path, table) == expected_rows(path, table, READS[table][1])
     rows = query(
@@ -277,3 +276,57 @@ def test_rowids_with_holes_read_as_row_by_row(keep_every, tmp_path, monkeypatch)
         assert ranges["row"].tolist() == [r for (r,) in rows]
         names = t.nvtx_names(ranges["row"].tolist())
     assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", n) for n in names]
+
+
+def test_more_rows_than_the_table_counts_is_a_one_line_error(tmp_path, monkeypatch):
+    # The driver runs no progress handler: a file whose pages loop would return rows without
+    # end. A read stops past the table's row count (counted on the budgeted sqlite3
+    # connection); here the count is made one short of the kernels' rows.
+    from nsysprobe.errors import TraceError
+
+    path = SAMPLE_TRACES / "h200_pinned.sqlite"
+    (rows,) = query(path, f"SELECT count(*) FROM {KERNEL}")[0]
+    counted = Trace.count
+    monkeypatch.setattr(Trace, "count", lambda self, t: counted(self, t) - (t == KERNEL))
+    with Trace(path) as t, pytest.raises(TraceError) as error:
+        t.kernels()
+    message = str(error.value)
+    assert "\n" not in message and f"reading {KERNEL} failed" in message
+    assert f"more rows than the table's {rows - 1}" in message
+
+
+def test_a_signal_stops_every_table_read_at_once(tmp_path, monkeypatch):
+    # Two tables of 250,000 rows read together in batches of 64 rows; a SIGALRM raising
+    # KeyboardInterrupt lands while the driver reads: the call raises it, each reader stops
+    # at its next batch (far sooner than the whole read), and none is left running.
+    import signal
+    import threading
+    import time
+
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 64)
+    path = crafted(
+        tmp_path,
+        *[f"INSERT INTO {KERNEL} SELECT * FROM {KERNEL}"] * 5,
+        *[f"INSERT INTO {RUNTIME} SELECT * FROM {RUNTIME}"] * 4,
+    )
+
+    began = time.monotonic()
+    with Trace(path) as t:
+        whole = t.read_together({"kernels": t.kernels, "runtime": t.runtime})
+    whole_s = time.monotonic() - began
+    assert len(whole["kernels"]) == 7780 * 32
+
+    def ring(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, whole_s / 10)
+    began = time.monotonic()
+    try:
+        with Trace(path) as t, pytest.raises(KeyboardInterrupt):
+            t.read_together({"kernels": t.kernels, "runtime": t.runtime})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not [th for th in threading.enumerate() if th.name.startswith("nsysprobe-read")]
+    assert time.monotonic() - began < whole_s / 2, whole_s

@@ -1,0 +1,118 @@
+"""Reading a query's rows as Arrow record batches, through ADBC's SQLite driver.
+
+The Apache Arrow project's ADBC driver for SQLite (``adbc-driver-sqlite``) steps the query in C
+and appends each value to Arrow buffers: no Python object per row or value. Its types are
+inferred from the first batch (``BATCH_ROWS`` rows): a later value of another type fails the
+read ("Type mismatch"), and a first batch mixing integers and REALs reads as double. Callers
+ask for the types they can take (``read``'s ``types``) and read again exactly when a column
+comes back as another.
+
+What the driver does not do, done here between batches (``Driver``'s ``charge``):
+
+- the work budget: the driver runs no progress handler, so each batch is charged to the
+  export's budget (``connection.WorkBudget.charge``: ``OPS_PER_VALUE`` VM steps a value read,
+  about what SQLite's own steps of a plain scan are), and a read may return at most ``rows``
+  rows (the table's row count, which the budgeted ``sqlite3`` connection counted): a damaged
+  file whose pages loop returns more, and is stopped;
+- signals: Python runs Ctrl-C's handler between two batches (one batch is milliseconds), and a
+  signal the budget kept while ``sqlite3`` worked stops the read there too.
+
+The driver opens the same read-only URI as ``sqlite3`` (``mode=ro``, ``immutable=1`` or the
+private copy of a WAL export) and reads only the SQL the reader builds: plain tables by name.
+pyarrow and the driver are imported on the first read, so ``nsysprobe --version`` and the
+command line's help never load them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+# Rows per batch: large enough that the driver's per-batch work is negligible, small enough
+# that a signal waits milliseconds and a batch's buffers stay small beside the columns read.
+BATCH_ROWS = 1 << 16
+# VM steps charged to the work budget for each value a batch holds (a column of a plain
+# scan is one step; a row's own steps are counted as one more value).
+OPS_PER_VALUE = 1
+
+
+class ArrowReadError(Exception):
+    """The driver could not read the query (the export is damaged, or a column holds a type
+    the caller did not ask for)."""
+
+
+class TooManyRows(ArrowReadError):
+    """The query returned more rows than the table holds: the file's pages loop."""
+
+
+class BudgetSpent(ArrowReadError):
+    """The export's work budget is spent (``connection.WorkBudget``)."""
+
+
+class Driver:
+    """One ADBC database over an export's read-only URI, a connection per thread."""
+
+    def __init__(self, uri: str, charge: Callable[[int], bool]):
+        self._uri = uri
+        # Counts VM steps against the budget, False once spent; raises a signal it kept.
+        self._charge = charge
+        self._db = None
+        self._local = threading.local()
+        self._opened: list = []
+        self._lock = threading.Lock()
+
+    def _connection(self):
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+
+        with self._lock:
+            if self._db is None:
+                self._db = adbc_driver_sqlite.connect(self._uri)
+            if not hasattr(self._local, "conn"):
+                self._local.conn = adbc_driver_manager.AdbcConnection(self._db)
+                self._opened.append(self._local.conn)
+        return self._local.conn
+
+    def batches(self, sql: str, rows: int) -> Iterator:
+        """The query's record batches (pyarrow), at most ``rows`` rows in all."""
+        import adbc_driver_manager
+        import pyarrow as pa
+
+        statement = adbc_driver_manager.AdbcStatement(self._connection())
+        reader = None
+        try:
+            statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+            statement.set_sql_query(sql)
+            handle, _ = statement.execute_query()
+            reader = pa.RecordBatchReader._import_from_c(handle.address)
+            seen = 0
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                if not self._charge(batch.num_rows * (batch.num_columns + 1) * OPS_PER_VALUE):
+                    raise BudgetSpent("the work budget is spent")
+                seen += batch.num_rows
+                if seen > rows:
+                    raise TooManyRows(f"more rows than the table's {rows}")
+                yield batch
+        except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
+            raise ArrowReadError(_one_line(exc)) from None
+        finally:
+            if reader is not None:
+                reader.close()  # the stream before its statement
+            statement.close()
+
+    def close(self) -> None:
+        for conn in self._opened:
+            conn.close()
+        self._opened.clear()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text.removeprefix("[SQLite] ")[:300]
