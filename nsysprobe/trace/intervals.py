@@ -40,6 +40,13 @@ _MASK_DIGITS = np.arange(256, dtype=np.uint8)
 _MASK_DIGITS[ord("1") : ord("9") + 1] = ord("0")
 
 
+# Where a row's NVTX name is, by ``typeof(text)``: in ``textId`` (``text`` NULL), in ``text``,
+# or ``text`` holds a number (read by rows). A column of its own: any ``textId`` value, -2
+# included, is an id.
+TEXT_KINDS = ("textId", "text", "number")
+_SOURCE = "name source"
+
+
 class _OtherType(Exception):
     """A column of the fast query came back as another type than int64."""
 
@@ -63,8 +70,8 @@ def intervals(
 
     ``raw`` gives some of ``wanted`` as SQL expressions of integers (``rowid``). With
     ``named_by`` (the columns ``text`` and ``textId``, or None where it has none), the
-    result is ``(table, (codes, names))``: the table's ``textId`` is -2 where the row's
-    name is in ``text`` (-3 where ``text`` holds a number); ``names`` are the distinct
+    result is ``(table, (codes, names, source))``: ``source`` is each row's ``TEXT_KINDS``
+    (its name in ``textId``, in ``text``, or ``text`` holding a number); ``names`` are the distinct
     texts of the rows kept, digits masked (``_masked``), and ``codes`` each row's index
     into them.
     """
@@ -82,6 +89,8 @@ def intervals(
             f"`nsys export --type sqlite`"
         )
     read = [c for c in cols if c in raw or found[c] or (named_by and c == "textId")]
+    if named_by:
+        read.append(_SOURCE)
     reader = _Reader(trace, table, read, found, raw, where, named_by)
     try:
         arrays, names, total = reader.read()
@@ -94,7 +103,7 @@ def intervals(
         trace._note_ids(table, c, data[c], absent=c not in got)
     data = {c: narrow(v) if c in IDS else v for c, v in data.items()}
     df = Table(data, dropped=int(total - rows))
-    return (df, names) if named_by else df
+    return (df, (*names, got[_SOURCE])) if named_by else df
 
 
 class _Reader:
@@ -111,14 +120,15 @@ class _Reader:
         self.exact, self.fast = [], []
         for c in read:
             if c == "textId" and named_by:
-                for out, id_expr in (
-                    (self.exact, int_expr(id_col) if id_col else "-1"),
-                    (self.fast, f'ifnull("{id_col}", -1)' if id_col else "-1"),
-                ):
-                    out.append(
-                        f"CASE typeof(\"{text_col}\") WHEN 'null' THEN {id_expr} "
-                        "WHEN 'text' THEN -2 WHEN 'blob' THEN -2 ELSE -3 END"
-                    )
+                self.exact.append(int_expr(id_col) if id_col else "-1")
+                self.fast.append(f'"{id_col}"' if id_col else "-1")
+            elif c == _SOURCE:
+                kind = (
+                    f"CASE typeof(\"{text_col}\") WHEN 'null' THEN 0 WHEN 'text' THEN 1 "
+                    "WHEN 'blob' THEN 1 ELSE 2 END"
+                )
+                self.exact.append(kind)
+                self.fast.append(kind)
             elif c in raw:
                 self.exact.append(raw[c])
                 self.fast.append(raw[c])
@@ -127,7 +137,7 @@ class _Reader:
                 self.fast.append(f'"{found[c]}"')
         self.fills = [NULL_TIME if c in ("start", "end") else -1 for c in read]
         if named_by:
-            # A BLOB in every row (NULL as empty: ``textId`` tells those rows), so the driver
+            # A BLOB in every row (NULL as empty: the name source tells those rows), so the driver
             # never infers the column's type from a batch of NULLs.
             text = f"coalesce(CAST(\"{text_col}\" AS BLOB), x'')"
             self.exact.append(text)
@@ -199,7 +209,7 @@ class _Reader:
         """The fast query's columns as the exact query returns them: out-of-bounds values -1,
         rows failing the interval test dropped."""
         for k, c in enumerate(self.read_cols):
-            if c in BOUNDS and not (c == "textId" and self.named_by):
+            if c in BOUNDS:
                 low, high = BOUNDS[c]
                 v = arrays[k]
                 v[(v < low) | (v > high)] = -1

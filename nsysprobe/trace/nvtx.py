@@ -15,7 +15,7 @@ import numpy as np
 from nsysprobe.common.safetext import name as _name
 from nsysprobe.common.table import Labels, Table, first_seen
 from nsysprobe.errors import TraceError
-from nsysprobe.trace.intervals import intervals
+from nsysprobe.trace.intervals import TEXT_KINDS, intervals
 from nsysprobe.trace.metadata import NAMES_PER_QUERY
 from nsysprobe.trace.schema import NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END
 from nsysprobe.trace.values import (
@@ -95,17 +95,16 @@ def nvtx_ranges(trace) -> Table:
             ["globalTid", "domainId", "rowid", "textId"],
             where=where,
             raw={"rowid": trace._rowid_name(table)},
-            # textId -2: the name is in ``text``; -3: ``text`` holds a number (read by rows)
             named_by=("text", text_id),
         )
     except TraceError:
         # Row by row: an export that is damaged fails there with its own one-line error.
         return _nvtx_by_rows(trace, where)
     text_ids = df.pop("textId")
-    has_text = text_ids == -2
-    if (text_ids == -3).any():
+    codes, seen, source = names  # each row's code into the distinct masked names
+    has_text = source == TEXT_KINDS.index("text")
+    if (source == TEXT_KINDS.index("number")).any():  # read by rows, as its text
         return _nvtx_by_rows(trace, where)
-    codes, seen = names  # each row's code into the distinct masked names
     # The pattern of the name as every output shows it (cut, escaped), as for textId.
     text_patterns = [range_pattern(_name(lenient_text(m))) for m in seen]
     id_values, id_codes = first_seen(text_ids[~has_text])

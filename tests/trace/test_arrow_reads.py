@@ -330,3 +330,27 @@ def test_a_signal_stops_every_table_read_at_once(tmp_path, monkeypatch):
         signal.signal(signal.SIGALRM, previous)
     assert not [th for th in threading.enumerate() if th.name.startswith("nsysprobe-read")]
     assert time.monotonic() - began < whole_s / 2, whole_s
+
+
+@pytest.mark.parametrize("fast_first", [True, False])
+def test_a_text_id_of_any_value_is_an_id(tmp_path, monkeypatch, fast_first):
+    # Where a name is (``text`` or ``textId``) is a column of its own: a stored textId of -2
+    # or -3, once the reader's marks of "name in text", is an id like any other, and the
+    # pattern agrees with the name.
+    monkeypatch.setattr(intervals._Reader, "fast_first", fast_first)
+    path = crafted(
+        tmp_path,
+        "UPDATE NVTX_EVENTS SET textId = -2 WHERE rowid = 5",
+        "UPDATE NVTX_EVENTS SET textId = -3 WHERE rowid = 6",
+        "INSERT INTO StringIds (id, value) VALUES (-3, 'Negative 3')",
+    )
+    assert query(path, "SELECT count(*) FROM NVTX_EVENTS WHERE rowid IN (5, 6) AND text IS NULL")[
+        0
+    ] == (2,)
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+        rows = ranges["row"].tolist()
+        names = dict(zip(rows, t.nvtx_names(rows)))
+        patterns = dict(zip(rows, ranges["pattern"].values().tolist()))
+    assert (names[5], patterns[5]) == ("<unknown>", "<unknown>")
+    assert (names[6], patterns[6]) == ("Negative 3", "Negative #")
