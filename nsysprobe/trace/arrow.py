@@ -3,9 +3,9 @@
 The Apache Arrow project's ADBC driver for SQLite (``adbc-driver-sqlite``) steps the query in C
 and appends each value to Arrow buffers: no Python object per row or value. Its types are
 inferred from the first batch (``BATCH_ROWS`` rows): a later value of another type fails the
-read ("Type mismatch"), and a first batch mixing integers and REALs reads as double. Callers
-ask for the types they can take (``read``'s ``types``) and read again exactly when a column
-comes back as another.
+read ("Type mismatch"), and a first batch mixing integers and REALs reads as double. The
+caller checks each batch's column types and reads again exactly when a column comes back as
+another (``intervals``).
 
 What the driver does not do, done here between batches (``Driver``'s ``charge``):
 
