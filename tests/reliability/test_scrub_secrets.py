@@ -521,6 +521,25 @@ def _reads_recorded(reads: set[tuple[str, str]]):
     return recording
 
 
+def _arrow_reads_recorded(recording):
+    """``Driver.batches`` that first prepares its query on a ``recording`` connection: the
+    event tables are read through ADBC's driver, which SQLite's authorizer on sqlite3's
+    connections does not see; preparing the same SQL shows it every column the query reads."""
+    from nsysprobe.trace.arrow import Driver
+
+    batches = Driver.batches
+
+    def recorded(self, sql, rows):
+        db = recording(self._uri, uri=True)
+        try:
+            db.execute(f"EXPLAIN {sql}").fetchall()
+        finally:
+            db.close()
+        return batches(self, sql, rows)
+
+    return recorded
+
+
 def _read_everything(path: Path) -> None:
     """Every reading of the reader that takes no argument, beyond what ``analyze`` asks."""
     from functools import cached_property
@@ -597,7 +616,11 @@ def originals(tmp_path_factory, request) -> dict[str, Original]:
             # the traces captured with --cpuctxsw are placed on the machine they came from
             options = ("--topology", str(TOPOLOGY)) if "cpuctxsw" in src.name else ()
             original = Original(src, options)
-            patch.setattr(sqlite3, "connect", _reads_recorded(original.reads))
+            recording = _reads_recorded(original.reads)
+            patch.setattr(sqlite3, "connect", recording)
+            from nsysprobe.trace.arrow import Driver
+
+            patch.setattr(Driver, "batches", _arrow_reads_recorded(recording))
             original.report = _analysis(src, *options)
             _read_everything(src)
             patch.undo()
