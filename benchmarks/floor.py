@@ -13,7 +13,9 @@ count as JSON, so a run can be checked.
 
 ``--arrow`` is the second floor: the same queries read by ADBC's SQLite driver into Arrow
 record batches (one stream per table, one thread, 65,536 rows a batch as nsysprobe reads), and
-each column to numpy (``to_numpy``; copied where the batches are several).
+each column to numpy from its buffers (one copy, joining the batches). Not ``to_numpy``: it
+imports pandas where pandas is installed, ~50 MB of the peak that is no part of the read
+(the figures of 2026-12-05 10:53 UTC in ``benchmarks/README.md`` were measured with it).
 
 ``scale.py`` runs it in a fresh process beside each ``nsysprobe analyze`` and reports both.
 """
@@ -62,9 +64,19 @@ def _arrow_reader(path: str):
         handle, _ = statement.execute_query()
         table = pa.RecordBatchReader._import_from_c(handle.address).read_all()
         statement.close()
-        return {c: table.column(k).to_numpy() for k, c in enumerate(cols)}
+        return {c: _int64(table.column(k)) for k, c in enumerate(cols)}
 
     return read
+
+
+def _int64(column) -> np.ndarray:
+    """An Arrow int64 column without nulls (every value is ``ifnull``-ed) as one array."""
+    parts = [
+        np.frombuffer(c.buffers()[1], np.int64, count=c.offset + len(c))[c.offset :]
+        for c in column.chunks
+        if len(c)
+    ]
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
 def read(path: str, arrow: bool = False) -> dict[str, object]:
