@@ -21,7 +21,7 @@ import numpy as np
 
 from nsysprobe.common.table import Table
 from nsysprobe.errors import TraceError
-from nsysprobe.trace.arrow import ArrowReadError
+from nsysprobe.trace.arrow import BINARY, INT64, NULL, ArrowReadError
 from nsysprobe.trace.values import (
     BOUNDS,
     ID_BOUNDS,
@@ -38,6 +38,10 @@ NULL_TIME = -(1 << 62)
 # Every ASCII digit made ``0``, every other byte kept (``_masked``).
 _MASK_DIGITS = np.arange(256, dtype=np.uint8)
 _MASK_DIGITS[ord("1") : ord("9") + 1] = ord("0")
+# Names of a table of more rows than this are dictionary-encoded by pyarrow (in C, ~10x the
+# speed of a dict); of a smaller one, by a dict: pyarrow's import (~90 ms) would be most of a
+# small export's analysis (``_masked``).
+ARROW_ENCODE_ROWS = 1 << 17
 
 
 # Where a row's NVTX name is, by ``typeof(text)``: in ``textId`` (``text`` NULL), in ``text``,
@@ -167,31 +171,31 @@ class _Reader:
 
     def _gather(self, sql: str, exact: bool = False):
         """The query's columns, copied batch by batch into arrays of the table's row count."""
-        import pyarrow as pa
-
         capacity = self.trace.count(self.table)
         n_int = len(self.read_cols)
         arrays = [np.empty(capacity, np.int64) for _ in range(n_int + bool(self.named_by))]
         distinct: dict[bytes, int] = {}
         rows = 0
-        int64 = pa.int64()
         for batch in self.trace._arrow.batches(sql, capacity):
-            n = batch.num_rows
+            n = batch[0].length
             for k in range(n_int):
-                column = batch.column(k)
-                if column.type == int64:
+                column = batch[k]
+                if column.format == INT64:
                     into = arrays[k][rows : rows + n]
-                    into[:] = _values(column, np.int64)
-                    if column.null_count:
-                        into[~_valid(column)] = self.fills[k]
-                elif column.type == pa.null():
+                    into[:] = column.values()
+                    valid = column.valid()
+                    if valid is not None:
+                        into[~valid] = self.fills[k]
+                elif column.format == NULL:
                     arrays[k][rows : rows + n] = self.fills[k]
                 elif exact:
-                    raise ArrowReadError(f"column {self.read_cols[k]} read as {column.type}")
+                    raise ArrowReadError(f"column {self.read_cols[k]} read as {column.format}")
                 else:
                     raise _OtherType(self.read_cols[k])
             if self.named_by:
-                codes, values = _masked(batch.column(n_int))
+                if batch[n_int].format != BINARY:
+                    raise ArrowReadError(f"the names read as {batch[n_int].format}")
+                codes, values = _masked(*batch[n_int].binary(), capacity > ARROW_ENCODE_ROWS)
                 mapping = np.array(
                     [distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64
                 )
@@ -222,41 +226,26 @@ class _Reader:
         return arrays, names, total
 
 
-def _masked(column) -> tuple[np.ndarray, list[bytes]]:
-    """A batch's texts (Arrow binary) with every ASCII digit made ``0``: (code per row,
-    distinct masked values in the order they first occur). ``range_pattern`` of a masked
-    value is that of the value (digits stay digits; ASCII bytes never fall inside a UTF-8
-    sequence, valid or not), and far fewer values are distinct."""
-    import pyarrow as pa
+def _masked(offsets: np.ndarray, data: np.ndarray, large: bool) -> tuple[np.ndarray, list[bytes]]:
+    """A batch's texts (Arrow binary: offsets into data) with every ASCII digit made ``0``:
+    (code per row, distinct masked values in the order they first occur). ``range_pattern``
+    of a masked value is that of the value (digits stay digits; ASCII bytes never fall inside
+    a UTF-8 sequence, valid or not), and far fewer values are distinct. ``large``: encoded by
+    pyarrow, else by a dict (the same codes and values)."""
+    masked = _MASK_DIGITS[data]
+    if large:
+        import pyarrow as pa
 
-    _, offsets, data = column.buffers()
-    if data is not None and data.size:
-        masked = _MASK_DIGITS[np.frombuffer(data, dtype=np.uint8)]
         column = pa.Array.from_buffers(
-            pa.binary(), len(column), [None, offsets, pa.py_buffer(masked)], offset=column.offset
-        )
-    encoded = column.dictionary_encode()
-    codes = _values(encoded.indices, np.int32).astype(np.int64)
-    return codes, encoded.dictionary.to_pylist()
-
-
-def _values(column, dtype) -> np.ndarray:
-    """A fixed-width Arrow array's values as a numpy view of its buffer (whatever its nulls
-    hold). Read from the buffer: pyarrow's ``to_numpy`` imports pandas where it is
-    installed, and the analysis never loads pandas."""
-    data = column.buffers()[1]
-    if data is None:
-        return np.zeros(len(column), dtype)
-    return np.frombuffer(data, dtype, count=column.offset + len(column))[column.offset :]
-
-
-def _valid(column) -> np.ndarray:
-    """Which values of an Arrow array are not null (its validity bitmap)."""
-    bitmap = column.buffers()[0]
-    if bitmap is None:
-        return np.ones(len(column), bool)
-    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
-    return bits[column.offset : column.offset + len(column)].astype(bool)
+            pa.binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(masked)]
+        ).dictionary_encode()
+        indices = column.indices.buffers()[1]
+        codes = np.frombuffer(indices, np.int32, count=len(column)).astype(np.int64)
+        return codes, column.dictionary.to_pylist()
+    text, cuts = masked.tobytes(), offsets.tolist()
+    distinct: dict[bytes, int] = {}
+    codes = [distinct.setdefault(text[a:b], len(distinct)) for a, b in zip(cuts, cuts[1:])]
+    return np.array(codes, dtype=np.int64), list(distinct)
 
 
 def _used(codes: np.ndarray, names: list[bytes]) -> tuple[np.ndarray, list[bytes]]:

@@ -354,3 +354,36 @@ def test_a_text_id_of_any_value_is_an_id(tmp_path, monkeypatch, fast_first):
         patterns = dict(zip(rows, ranges["pattern"].values().tolist()))
     assert (names[5], patterns[5]) == ("<unknown>", "<unknown>")
     assert (names[6], patterns[6]) == ("Negative 3", "Negative #")
+
+
+@pytest.mark.parametrize("encode_rows", [0, 1 << 40], ids=["pyarrow", "dict"])
+def test_names_are_encoded_alike_by_pyarrow_and_by_a_dict(encode_rows, tmp_path, monkeypatch):
+    # A large table's names are dictionary-encoded by pyarrow, a small one's by a dict: each
+    # row's name and the order of the distinct names are those of a row-by-row read, in
+    # every batch (8 rows a batch), whatever bytes a name holds.
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 8)
+    monkeypatch.setattr(intervals, "ARROW_ENCODE_ROWS", encode_rows)
+    path = crafted(
+        tmp_path,
+        "UPDATE NVTX_EVENTS SET text = 'Batch ' || rowid || char(233) WHERE rowid % 3 = 0",
+        "UPDATE NVTX_EVENTS SET text = CAST(x'ff00' AS TEXT) || rowid WHERE rowid % 7 = 0",
+        "UPDATE NVTX_EVENTS SET text = '' WHERE rowid = 11",
+    )
+    rows = query(
+        path,
+        "SELECT typeof(text), CAST(text AS BLOB) FROM NVTX_EVENTS "
+        "WHERE eventType IN (59, 60) AND end >= start ORDER BY rowid",
+    )
+    digits = bytes.maketrans(b"123456789", b"000000000")
+    expected = [(b if kind in ("text", "blob") else b"").translate(digits) for kind, b in rows]
+    with Trace(path) as t:
+        _, (codes, names, _) = intervals.intervals(
+            t,
+            "NVTX_EVENTS",
+            ["globalTid"],
+            where="eventType IN (59, 60)",
+            named_by=("text", "textId"),
+        )
+    assert [names[c] for c in codes.tolist()] == expected
+    assert names == list(dict.fromkeys(expected))
+    assert len(names) == 5 and len(expected) > 3 * 8
