@@ -16,7 +16,9 @@ from nsysprobe.common.table import (
     by_count,
     concat,
     descending,
+    distinct,
     first_seen,
+    percentile,
     ranked,
 )
 
@@ -135,3 +137,25 @@ def test_ranked_gives_the_distinct_values_sorted_and_each_ones_index(values, siz
     distinct, which = ranked(v, size)
     assert distinct.tolist() == sorted(set(values))
     assert distinct[which].tolist() == values
+
+
+@given(st.lists(st.integers(-(1 << 62), 1 << 62) | st.integers(-3, 3), max_size=80))
+def test_distinct_is_the_sorted_set_of_the_values(values):
+    got = distinct(np.array(values, dtype=np.int64))
+    assert got.dtype == np.int64 and got.tolist() == sorted(set(values))
+
+
+@given(
+    st.lists(st.integers(0, 10**12) | st.integers(0, 5), min_size=1, max_size=60),
+    st.sampled_from([0, 10, 25, 50, 90, 100, 33.3]),
+)
+def test_percentile_is_numpys_to_the_last_bit(values, q):
+    # numpy's own percentile is the model (windows.py printed it before); Python's
+    # statistics.quantiles(method="inclusive") is the same definition, computed apart.
+    import statistics
+
+    v = np.array(values, dtype=np.int64)
+    assert percentile(v, q) == float(np.percentile(v, q))
+    if len(values) > 1 and q in (10, 25, 50, 90):
+        cut = statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+        assert percentile(v, q) == pytest.approx(cut, rel=1e-12, abs=1e-6)

@@ -60,6 +60,7 @@ import numpy as np
 
 from nsysprobe.analyses.intervals import outermost_cover
 from nsysprobe.analyses.stats import one_sided
+from nsysprobe.common.table import distinct
 
 ALPHA = 0.05
 # Closer arrivals are a tie: launch jitter and the ends' skew are of this order on one node
@@ -308,7 +309,7 @@ def _arrivals(ranks, clocks, a, e, coll, base, left_out) -> Arrivals:
         w = outermost_cover(ref.round_start_ns, ref.round_end_ns, (first + base).astype(np.int64))
         if (w >= 0).any():
             basis, r_of, r_names = "steps", w, ref.round_names
-            used = np.unique(w[w >= 0])
+            used = distinct(w[w >= 0])
             measured = int((ref.round_end_ns[used] - ref.round_start_ns[used]).sum())
     inside = r_of >= 0
     n_rounds = int(r_of.max()) + 1 if inside.any() else 0

@@ -25,7 +25,7 @@ import numpy as np
 
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import per_distinct
-from nsysprobe.common.table import Groups, Table, by_count, descending
+from nsysprobe.common.table import Groups, Table, by_count, descending, distinct
 from nsysprobe.numa.topology import Topology, cpu_to_node
 from nsysprobe.trace.values import pid_of
 
@@ -157,9 +157,9 @@ def _role(role: str, runs: Table, gpu_node: int | None) -> RolePlacement:
         )
     return RolePlacement(
         role=role,
-        threads=int(np.unique(runs["globalTid"]).size),
+        threads=int(distinct(runs["globalTid"]).size),
         run_ns=total,
-        cpus=tuple(sorted(int(c) for c in np.unique(runs["cpu"]).tolist())),
+        cpus=tuple(sorted(int(c) for c in distinct(runs["cpu"]).tolist())),
         nodes=shares,
         gpu_node_ratio=ratio,
         verdict=verdict,

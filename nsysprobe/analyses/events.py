@@ -27,7 +27,7 @@ import numpy as np
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.rows import columns_where, top_level
 from nsysprobe.common.heap import map_large_arrays
-from nsysprobe.common.table import Table, by_count
+from nsysprobe.common.table import Table, by_count, distinct
 from nsysprobe.trace.metadata import GpuInfo
 from nsysprobe.trace.reader import Trace, UnusableIds
 from nsysprobe.trace.sampling import PythonSamples
@@ -313,7 +313,7 @@ class Events:
         them."""
         pids, corrs = np.asarray(pids, dtype=np.int64), np.asarray(corrs, dtype=np.int64)
         row = np.full(pids.size, -1, dtype=np.int64)
-        for pid in np.unique(pids).tolist():
+        for pid in distinct(pids).tolist():
             if pid not in self._calls_by_id:
                 continue
             ids, rows = self._calls_by_id[pid]

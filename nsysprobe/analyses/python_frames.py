@@ -37,6 +37,7 @@ import numpy as np
 
 from nsysprobe.analyses.account import IDLE_CAUSES, Account
 from nsysprobe.analyses.events import Events
+from nsysprobe.common.table import distinct
 from nsysprobe.trace.payloads import SAMPLING_DOMAINS, module_of, short_file
 from nsysprobe.trace.sampling import Frame, PythonSamples
 
@@ -164,15 +165,15 @@ def analyze_python_frames(events: Events, account: Account | None) -> PythonFram
     cause, stack = _in_idle(times, samples.stack[readable], account, period)
     if not cause.size:
         return NoFrames(f"no Python sample of {account.thread} fell in its idle time", CAPTURE_FIX)
-    of_stack, distinct = _places(samples)
+    of_stack, places = _places(samples)
     buckets = []
-    for c in np.unique(cause).tolist():
+    for c in distinct(cause).tolist():
         name = IDLE_CAUSES[c]
         here = of_stack[stack[cause == c]]
         keys, counts = np.unique(here, return_counts=True)
-        order = sorted(range(keys.size), key=lambda i: (-counts[i], distinct[keys[i]].place))
+        order = sorted(range(keys.size), key=lambda i: (-counts[i], places[keys[i]].place))
         listed = tuple(
-            replace(distinct[keys[i]], samples=int(counts[i]), ns=int(counts[i]) * period)
+            replace(places[keys[i]], samples=int(counts[i]), ns=int(counts[i]) * period)
             for i in order[:PLACES_LISTED]
         )
         total = int(here.size)
@@ -250,15 +251,15 @@ def _places(samples: PythonSamples) -> tuple[np.ndarray, list[Place]]:
     counted): equal places, equal indexes."""
     out = np.empty(len(samples.stacks), dtype=np.int64)
     index: dict[str, int] = {}
-    distinct: list[Place] = []
+    places: list[Place] = []
     for i, stack in enumerate(samples.stacks):
         user, library = place_of(stack)
         text = _text(user, library)
         if text not in index:
-            index[text] = len(distinct)
-            distinct.append(Place(text, user, library, 0, 0))
+            index[text] = len(places)
+            places.append(Place(text, user, library, 0, 0))
         out[i] = index[text]
-    return out, distinct
+    return out, places
 
 
 def place_of(stack: tuple[Frame, ...]) -> tuple[Site | None, Site | None]:

@@ -65,6 +65,7 @@ from nsysprobe.analyses.calls import (
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import api_name, per_distinct
 from nsysprobe.common.frames import Tables
+from nsysprobe.common.table import distinct
 from nsysprobe.trace.values import pid_of
 
 # Steady steps after the capture's first with a verdict's signature that the verdict needs.
@@ -264,7 +265,7 @@ def _kernel_sets(step: np.ndarray, name: np.ndarray, n: int):
     of its names no earlier step ran."""
     names, code = np.unique(name, return_inverse=True)
     width = max(names.size, 1)
-    p_step, p_name = np.divmod(np.unique(step * width + code.ravel()), width)
+    p_step, p_name = np.divmod(distinct(step * width + code.ravel()), width)
     cut = np.searchsorted(p_step, np.arange(n + 1))
     sets = [frozenset(p_name[cut[i] : cut[i + 1]].tolist()) for i in range(n)]
     seen_sets: set[frozenset] = set()
@@ -314,7 +315,7 @@ def _library(events, k_step, k_name, pattern) -> str:
     """Whose kernels the pattern steps ran: cuDNN's, Triton's, or neither."""
     if not pattern.any() or not k_step.size:
         return ""
-    ids = np.unique(k_name[pattern[k_step]]).tolist()
+    ids = distinct(k_name[pattern[k_step]]).tolist()
     texts = [events.name_of(i) for i in ids]
     if any(re.search(CUDNN_KERNELS, t) for t in texts):
         return "cuDNN"

@@ -31,7 +31,7 @@ from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.rows import grouped_in_blocks, top_level
 from nsysprobe.analyses.windows import STARTUP_WORDS, Pace, StepWindows, pace, project
 from nsysprobe.common.frames import Tables
-from nsysprobe.common.table import Groups, Table, by_count, descending
+from nsysprobe.common.table import Groups, Table, by_count, descending, distinct
 from nsysprobe.errors import InputError
 from nsysprobe.trace.values import pid_of, range_pattern
 
@@ -229,7 +229,7 @@ def _choose_pattern(tops: Table, step_range: str | None, rows=None) -> str | Non
         patterns = tops["pattern"]
         hits = patterns.codes[patterns.isin(wanted)]
         if not hits.size:
-            present = patterns.categories[np.unique(patterns.codes)].tolist()
+            present = patterns.categories[distinct(patterns.codes)].tolist()
             known = ", ".join(sorted(present)[:8])
             raise InputError(
                 f"--step-range {step_range!r}: no top-level NVTX range has that name; "

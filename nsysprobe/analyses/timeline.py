@@ -40,7 +40,7 @@ from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.gaps import GapsResult
 from nsysprobe.analyses.rows import api_name
 from nsysprobe.analyses.steps import StepsResult
-from nsysprobe.common.table import Groups, Table, by_count
+from nsysprobe.common.table import Groups, Table, by_count, distinct
 from nsysprobe.common.units import size
 
 STEPS_SHOWN = 3
@@ -311,7 +311,7 @@ def _gpu_lanes(events: Events, w0: int, w1: int, tol: int, omitted: list[str]) -
         on_device = ops["deviceId"] == dev
         group = f"GPU {int(dev)}"
         if not lanes or lanes[-1].group != group:
-            streams = np.unique(ops["streamId"][on_device]).size
+            streams = distinct(ops["streamId"][on_device]).size
             if streams > 1:  # the device's union, of every stream (shown or not)
                 whole = ops.take(on_device)
                 busy = _busy(whole, w0, w1)

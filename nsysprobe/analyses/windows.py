@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsysprobe.analyses.events import Events
-from nsysprobe.common.table import Table
+from nsysprobe.common.table import Table, percentile
 from nsysprobe.trace.values import pid_of
 
 # The first window is an outlier when it is this much longer or shorter than the median of
@@ -195,7 +195,7 @@ def steady_steps(wall: np.ndarray) -> slice:
     if (
         rest.size > 2 * PERIODIC_MIN
         and periodic_steps(rest) is None
-        and rest[0] > PERIODIC_RATIO * float(np.percentile(rest[1:], 25))
+        and rest[0] > PERIODIC_RATIO * percentile(rest[1:], 25)
         and periodic_steps(rest[1:]) is not None
     ):
         k += 1
@@ -214,7 +214,7 @@ def periodic_steps(wall: np.ndarray) -> tuple[int, np.ndarray] | None:
     n = wall.size
     if n < 2 * PERIODIC_MIN:
         return None
-    typical = float(np.percentile(wall, 25))
+    typical = percentile(wall, 25)
     long = np.flatnonzero(wall > PERIODIC_RATIO * typical)
     if long.size < PERIODIC_MIN or long.size > n // 2:
         return None
@@ -289,8 +289,8 @@ def pace(windows: StepWindows, busy_ns: np.ndarray) -> Pace:
         steps_per_s=rate,
         span_ns=span,
         median_step_ns=int(np.median(wall)) if n else 0,
-        p10_step_ns=int(np.percentile(wall, 10)) if n else 0,
-        p90_step_ns=int(np.percentile(wall, 90)) if n else 0,
+        p10_step_ns=int(percentile(wall, 10)) if n else 0,
+        p90_step_ns=int(percentile(wall, 90)) if n else 0,
         first_step_outlier=bool(outlier),
         steady_steps_per_s=steady,
         cpu_ahead_steps=ahead_median,

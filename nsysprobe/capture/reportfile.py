@@ -11,7 +11,6 @@ searching one holds that block and little more, whatever its size.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -47,6 +46,8 @@ def report_version(path: str | os.PathLike[str]) -> str | None:
 
 def content_digest(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of the bytes of the regular file ``path``, in hex."""
+    import hashlib  # here: loading OpenSSL is 3 ms of analyzing an export, which needs no hash
+
     digest = hashlib.sha256()
     for block in _blocks(Path(path)):
         digest.update(block)

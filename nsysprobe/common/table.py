@@ -11,6 +11,7 @@ starts in a fraction of the time and memory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -123,6 +124,30 @@ def descending(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values)
     back = np.arange(values.size)[::-1]
     return back[values[::-1].argsort(kind="quicksort")][::-1]
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct ``values`` in rising order (``np.unique(values)`` of integers). By a sort:
+    numpy 2.4's ``np.unique`` without its optional outputs hashes instead, 0.83 s against a
+    sort's 0.04 s for 3 M distinct int64 here, and its ``np.ma.is_masked`` check imports
+    ``numpy.ma``, 7 ms of the smallest analysis."""
+    ordered = np.sort(np.asarray(values).ravel())
+    if ordered.size < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def percentile(values: np.ndarray, q: float) -> float:
+    """``np.percentile(values, q)`` (its default, linear interpolation) of a non-empty 1-D
+    array, the same float to the last bit: numpy 2.4's partitions at ``np.unique`` of the
+    indexes, which imports ``numpy.ma`` (``distinct``)."""
+    ordered = np.sort(np.asarray(values).ravel())
+    at = (ordered.size - 1) * (q / 100)
+    below = math.floor(at)
+    low, high = ordered[below], ordered[min(below + 1, ordered.size - 1)]
+    t = at - below
+    step = high - low
+    return float(high - step * (1 - t) if t >= 0.5 else low + step * t)
 
 
 def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -670,6 +670,33 @@ def test_analyze_and_the_report_import_no_pandas():
     assert done.stdout.strip() == "False False"
 
 
+def test_analyze_of_a_small_export_loads_none_of_the_modules_start_up_was_measured_paying():
+    # Each was a share of the smallest analysis (README, "Start-up"): numpy.ma through a plain
+    # np.unique or np.percentile (7 ms; common/table.py distinct, percentile), hashlib through
+    # the report cache's digest (3 ms), importlib.resources through adbc_driver_sqlite's
+    # search for its library (5 ms; trace/arrow.py _database), pyarrow (90 ms).
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from nsysprobe.cli import main\n"
+        "try:\n"
+        "    main(['analyze', sys.argv[1], '--no-history'], standalone_mode=False)\n"
+        "finally:\n"
+        "    loaded = ('pandas', 'pyarrow', 'numpy.ma', 'hashlib', 'importlib.resources')\n"
+        "    print([m for m in loaded if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(SAMPLE_TRACES / "h200_gpu_bound_graph.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "GPU" in done.stdout  # the report was made
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
 # -- the report in a notebook -------------------------------------------------------------------
 
 HOSTILE = '<script>alert("x")</script> & <em onmouseover=alert()>'

@@ -11,6 +11,7 @@ from nsysprobe.analyses.account.model import LIKE_SIZE, LINK_BOUND_BYTES, Detail
 from nsysprobe.analyses.account.scope import Scope
 from nsysprobe.analyses.account.tally import DETAILS_LISTED
 from nsysprobe.analyses.rows import label_at
+from nsysprobe.common.table import distinct
 
 
 def copy_ranges(scope: Scope) -> tuple[Detail, ...]:
@@ -25,7 +26,7 @@ def copy_ranges(scope: Scope) -> tuple[Detail, ...]:
     where = np.full(sel.size, NO_RANGE, dtype=object)
     known = np.flatnonzero(call >= 0)
     tids, at = rt["globalTid"][call[known]], rt["start"][call[known]]
-    for tid in np.unique(tids).tolist():
+    for tid in distinct(tids).tolist():
         rows = np.flatnonzero(nv["globalTid"] == tid) if len(nv) else np.empty(0, np.int64)
         these = np.flatnonzero(tids == tid)
         j = iv.innermost_cover(nv["start"][rows], nv["end"][rows], at[these])
@@ -58,7 +59,7 @@ def htod_copies(scope: Scope) -> HtodCopies:
     dur = scope.ops["end"][sel] - scope.ops["start"][sel]
     pageable = kind == "memcpy HtoD Pageable"
     step = np.searchsorted(scope.win_s, scope.ops["start"][sel], side="right") - 1
-    with_copy = int(np.unique(step).size)
+    with_copy = int(distinct(step).size)
     if not pageable.any():
         return HtodCopies(steps_with_copy=with_copy)
     median = float(np.median(nbytes[pageable]))

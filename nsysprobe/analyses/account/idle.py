@@ -34,6 +34,7 @@ from nsysprobe.analyses.account.drains import (
 from nsysprobe.analyses.account.scope import Scope
 from nsysprobe.analyses.account.threads import thread_calls, thread_states
 from nsysprobe.analyses.rows import per_distinct, sweep
+from nsysprobe.common.table import distinct
 from nsysprobe.trace.values import pid_of
 
 # Idle shorter than this between back-to-back launches is the per-operation cost of issuing
@@ -146,7 +147,7 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
     del at, kind_of, named, late
     # Before it, what the issuing thread was doing.
     early_e = np.minimum(i_e, f.call_start)
-    for thread in np.unique(f.tid[~f.queued]).tolist():
+    for thread in distinct(f.tid[~f.queued]).tolist():
         sel = np.flatnonzero(~f.queued & (f.tid == thread))
         p_s, p_e, p_idx, state, detail = thread_states(
             scope, calls[thread], i_s[sel], early_e[sel], texts, thread
@@ -203,7 +204,7 @@ def _drains_of(facts, n: int):
         drain_cause.append(f.drain_cause[f.drained])
         drain_detail.append(f.drain_detail[f.drained])
         readback_bytes.append(f.readback_bytes)
-        threads.update(np.unique(f.tid[~f.queued]).tolist())
+        threads.update(distinct(f.tid[~f.queued]).tolist())
     # Per drain (in time order): its cause, its detail, and the time its thread waited.
     waited, drain_cause, drain_detail, readback_bytes = (
         np.concatenate([np.empty(0, dtype=np.int64), *x])
@@ -292,7 +293,7 @@ def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: in
         drain_cat = np.full(m, -1, dtype=np.int64)
         drain_api = np.full(m, -1, dtype=np.int64)  # codes of the API names
         waited = np.zeros(m, dtype=np.int64)
-        for thread in np.unique(tid[~queued]).tolist():
+        for thread in distinct(tid[~queued]).tolist():
             sel = np.flatnonzero(~queued & (tid == thread))
             if thread not in draining:
                 draining[thread] = draining_calls(scope, thread)

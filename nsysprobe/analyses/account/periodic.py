@@ -11,7 +11,7 @@ from nsysprobe.analyses.account.model import Detail, PeriodicSteps
 from nsysprobe.analyses.account.scope import Scope
 from nsysprobe.analyses.account.tally import DETAILS_LISTED, buckets_of, details_by_bucket
 from nsysprobe.analyses.calls import BIRTH_CALLS
-from nsysprobe.common.table import descending
+from nsysprobe.common.table import descending, distinct
 
 # A range is the periodic event's when it covers at least this share of the periodic steps'
 # time and over this many times its share of the other steady steps' time, with at least
@@ -128,7 +128,7 @@ def _periodic_ranges(scope: Scope) -> tuple[tuple[Detail, ...], bool]:
     if not chosen.any():
         return (), False
     # The other steps each name runs in.
-    pairs = np.unique(codes[~per[w]].astype(np.int64) * w_s.size + w[~per[w]])
+    pairs = distinct(codes[~per[w]].astype(np.int64) * w_s.size + w[~per[w]])
     runs_in = np.bincount(pairs // w_s.size, minlength=n_c)
     own = bool((chosen & (runs_in <= 0.1 * int((~per).sum()))).any())
     ns = np.where(chosen, in_p, 0)

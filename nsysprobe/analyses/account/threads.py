@@ -13,6 +13,7 @@ from nsysprobe.analyses.account.causes import API, COPY, NO_RANGE, OS_CALL, OS_W
 from nsysprobe.analyses.account.scope import Scope
 from nsysprobe.analyses.calls import osrt_category
 from nsysprobe.analyses.rows import ThreadCalls, per_distinct
+from nsysprobe.common.table import distinct
 
 # OS calls that give memory back (a pageable copy's source buffer, freed after it).
 _RELEASE = re.compile(r"(?:munmap|madvise|mremap)")
@@ -110,5 +111,5 @@ def thread_states(scope: Scope, calls: list[ThreadCalls], s, e, texts: Texts, th
         j = iv.innermost_cover(nv["start"], nv["end"], mid[free])
         named = texts.of_category(nv["pattern"], np.clip(j, 0, None))
         detail[free] = np.where(j >= 0, named, no_range)
-        texts.ranges.update(np.unique(named[j >= 0]).tolist())
+        texts.ranges.update(distinct(named[j >= 0]).tolist())
     return p_s, p_e, idx[origin], state, detail
