@@ -651,23 +651,31 @@ def test_without_pandas_the_error_names_the_extra(monkeypatch):
         report.to_pandas()
 
 
-def test_analyze_and_the_report_import_no_pandas():
-    # nor pyarrow, on an export of small tables (its import was a quarter of the analysis of the
-    # smallest sample trace: nsysprobe/trace/intervals.py ARROW_ENCODE_ROWS)
+def _loaded(code: str, trace: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh Python has loaded after ``code`` ran on a sample trace
+    (``sys.argv[1]``; what the code prints to stdout must hold "GPU": the report was made)."""
+    import ast
     import subprocess
 
-    code = (
-        "import sys, nsysprobe; r = nsysprobe.analyze(sys.argv[1]); r._repr_html_(); "
-        "print('pandas' in sys.modules, 'pyarrow' in sys.modules)"
-    )
+    check = f"\nprint('loaded:', [m for m in {modules!r} if m in sys.modules])"
     done = subprocess.run(
-        [sys.executable, "-c", code, str(SAMPLE_TRACES / "h200_baseline.sqlite")],
+        [sys.executable, "-c", "import sys\n" + code + check, str(SAMPLE_TRACES / trace)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False False"
+    assert "GPU" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("loaded: ")  # the check ran
+    return ast.literal_eval(last.removeprefix("loaded: "))
+
+
+def test_analyze_and_the_report_import_no_pandas():
+    # nor pyarrow, on an export of small tables (its import was a quarter of the analysis of the
+    # smallest sample trace: nsysprobe/trace/intervals.py ARROW_ENCODE_ROWS)
+    code = "import nsysprobe; r = nsysprobe.analyze(sys.argv[1]); print(r._repr_html_())"
+    assert _loaded(code, "h200_baseline.sqlite", ("pandas", "pyarrow")) == []
 
 
 def test_analyze_of_a_small_export_loads_none_of_the_modules_start_up_was_measured_paying():
@@ -675,26 +683,12 @@ def test_analyze_of_a_small_export_loads_none_of_the_modules_start_up_was_measur
     # np.unique or np.percentile (7 ms; common/table.py distinct, percentile), hashlib through
     # the report cache's digest (3 ms), importlib.resources through adbc_driver_sqlite's
     # search for its library (5 ms; trace/arrow.py _database), pyarrow (90 ms).
-    import subprocess
-
     code = (
-        "import sys\n"
         "from nsysprobe.cli import main\n"
-        "try:\n"
-        "    main(['analyze', sys.argv[1], '--no-history'], standalone_mode=False)\n"
-        "finally:\n"
-        "    loaded = ('pandas', 'pyarrow', 'numpy.ma', 'hashlib', 'importlib.resources')\n"
-        "    print([m for m in loaded if m in sys.modules], file=sys.stderr)\n"
+        "main(['analyze', sys.argv[1], '--no-history'], standalone_mode=False)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(SAMPLE_TRACES / "h200_gpu_bound_graph.sqlite")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "GPU" in done.stdout  # the report was made
-    assert done.stderr.strip().splitlines()[-1] == "[]"
+    modules = ("pandas", "pyarrow", "numpy.ma", "hashlib", "importlib.resources")
+    assert _loaded(code, "h200_gpu_bound_graph.sqlite", modules) == []
 
 
 # -- the report in a notebook -------------------------------------------------------------------
