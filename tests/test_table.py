@@ -159,3 +159,12 @@ def test_percentile_is_numpys_to_the_last_bit(values, q):
     if len(values) > 1 and q in (10, 25, 50, 90):
         cut = statistics.quantiles(values, n=100, method="inclusive")[q - 1]
         assert percentile(v, q) == pytest.approx(cut, rel=1e-12, abs=1e-6)
+
+
+@given(st.lists(st.sampled_from(["HtoD", "DtoH", "Pageable", "", "a#", "cudaMemcpy"]), max_size=60))
+def test_ranked_labels_are_np_uniques_distinct_and_inverse(values):
+    v = np.array(values, dtype=object)
+    distinct, which = ranked(v)
+    expected, inverse = np.unique(v, return_inverse=True)
+    assert distinct.dtype == object and distinct.tolist() == expected.tolist()
+    assert which.tolist() == inverse.reshape(-1).tolist()

@@ -331,13 +331,19 @@ def innermost_cover(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) ->
     n = starts.size
     if not n:
         return np.full(points.size, -1, dtype=np.int64)
-    order = np.lexsort((-ends, starts))  # by start, the longer (outer) one first on ties
+    rank = np.arange(n, dtype=np.int64)
+    if bool((starts[1:] > starts[:-1]).all()):
+        order = rank  # already by start, no two equal (a thread's NVTX ranges as read)
+    else:
+        order = np.lexsort((-ends, starts))  # by start, the longer (outer) one first on ties
     s, e = starts[order], ends[order]
     sorted_ends = np.sort(e)
-    rank = np.arange(n, dtype=np.int64)
-    level = rank + 1 - np.searchsorted(sorted_ends, s, side="right")
+    level = rank + 1 - np.searchsorted(sorted_ends, s, side="right")  # 1 at the outermost
     key = level * n + rank
-    by_key = np.argsort(key, kind="stable")
+    # By level, then rank: a stable sort of the levels, which numpy sorts by radix (in linear
+    # time) when they fit 16 bits; 8 M ranges of one thread, 0.08 s against 0.27 s.
+    few = int(level.max()) < (1 << 16)
+    by_key = np.argsort(level.astype(np.uint16) if few else key, kind="stable")
     keys = key[by_key]
     below = np.searchsorted(s, points, side="right")  # ranges started at or before the point
     depth = below - np.searchsorted(sorted_ends, points, side="right")

@@ -222,6 +222,29 @@ def test_innermost_cover_is_the_shortest_interval_holding_the_point(ivs, rnd):
         assert e - s == min(holding), f"t={t}: {ivs[j]} is not the innermost"
 
 
+@given(nested_family())
+def test_innermost_cover_of_ranges_in_start_order_as_a_thread_reads_them(ivs):
+    # Sorted by start, no two equal: the ranges are taken in the order given (no lexsort);
+    # with equal starts, the lexsort. Either way the shortest interval holding the point.
+    ivs = sorted(ivs, key=lambda x: (x[0], -x[1]))
+    got = iv.innermost_cover(*arrays(ivs), INSTANTS).tolist()
+    for t, j in zip(INSTANTS.tolist(), got):
+        holding = [e - s for s, e in ivs if s <= t < e]
+        assert (j == -1) if not holding else (ivs[j][1] - ivs[j][0] == min(holding))
+
+
+def test_innermost_cover_of_ranges_nested_past_16_bits_of_depth():
+    # 70,000 ranges, each inside the one before: levels past 65,535 are ordered by their
+    # 64-bit keys, not the 16-bit radix sort.
+    n = 70_000
+    starts = np.arange(n, dtype=np.int64)
+    ends = 2 * n - starts
+    points = np.array([0, 65_535, 65_536, n - 1, n, 2 * n - 1, 2 * n], dtype=np.int64)
+    # The innermost holding t < n is range t; past n - 1, the range ending just after t.
+    expected = [0, 65_535, 65_536, n - 1, n - 1, 0, -1]
+    assert iv.innermost_cover(starts, ends, points).tolist() == expected
+
+
 def test_innermost_cover_with_equal_starts_picks_the_shorter():
     # [0, 100) > [0, 40) > [0, 10), given out of order; [50, 60) a second child.
     starts = np.array([0, 50, 0, 0], dtype=np.int64)
