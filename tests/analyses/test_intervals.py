@@ -370,3 +370,32 @@ def test_top_level_ranges_are_those_no_range_of_their_thread_encloses(seed, larg
     assert top_level(df, "globalTid").tolist() == want
     assert top_level(df.head(1), "globalTid").tolist() == [True]
     assert top_level(df.head(0), "globalTid").tolist() == []
+
+
+@given(
+    st.lists(st.integers(0, 300), max_size=40),
+    st.lists(st.tuples(st.integers(-10, 310), st.integers(1, 80)), max_size=8),
+    st.booleans(),
+)
+def test_busy_time_per_window_counts_each_instant_in_the_window_holding_it(bounds, wins, apart):
+    # account/busy.py _per_window: prefix sums for windows apart (steps), cut pieces when they
+    # overlap. Model: every integer instant u covers goes to the last window starting at or
+    # before it, when that window has not ended.
+    from nsysprobe.analyses.account.busy import _per_window
+
+    b = sorted(bounds)[: len(bounds) // 2 * 2]
+    u = iv.union(np.array(b[0::2], np.int64), np.array(b[1::2], np.int64))
+    wins = sorted(wins)
+    ws = np.array([s for s, _ in wins], np.int64)
+    we = np.array([s + n for s, n in wins], np.int64)
+    if apart and ws.size:
+        we = np.minimum(we, np.append(ws[1:], we[-1]))  # each ends by the next one's start
+        ws, we = ws[we > ws], we[we > ws]
+    we = np.maximum.accumulate(we) if we.size else we  # each ending after the one before
+    expected = [0] * ws.size
+    for s, e in zip(*u):
+        for t in range(int(s), int(e)):
+            k = int(np.searchsorted(ws, t, side="right")) - 1
+            if k >= 0 and we[k] > t:
+                expected[k] += 1
+    assert _per_window((ws, we), u).tolist() == expected
