@@ -2,10 +2,13 @@
 
 The Apache Arrow project's ADBC driver for SQLite (``adbc-driver-sqlite``) steps the query in C
 and appends each value to Arrow buffers: no Python object per row or value. The batches come
-through the Arrow C stream interface, read with nanoarrow (the Arrow project's small C
-library, 3 MB, imported in ~15 ms; pyarrow takes ~90 ms, which was a quarter of the analysis
-of the smallest sample trace), and each column's buffers are viewed as numpy arrays
-(``Column``). Its types are
+through the Arrow C stream interface, and each column's buffers are viewed as numpy arrays
+(``Column``, a nanoarrow array). A table of up to ``PYARROW_ROWS`` rows is streamed by
+nanoarrow (the Arrow project's small C library, 3 MB, imported in ~15 ms; pyarrow takes ~90
+ms, which was a quarter of the analysis of the smallest sample trace); a larger one by
+pyarrow, which lets go of Python's lock while the driver fills a batch, so two tables are
+read at once on two cores (nanoarrow keeps the lock: two reads of 16 M NVTX rows at once
+took 8.9 s against 4.4 s for one, and 4.4 s through pyarrow). Its types are
 inferred from the first batch (``BATCH_ROWS`` rows): a later value of another type fails the
 read ("Type mismatch"), and a first batch mixing integers and REALs reads as double. The
 caller checks each batch's column types and reads again exactly when a column comes back as
@@ -23,8 +26,8 @@ What the driver does not do, done here between batches (``Driver``'s ``charge``)
 
 The driver opens the same read-only URI as ``sqlite3`` (``mode=ro``, ``immutable=1`` or the
 private copy of a WAL export) and reads only the SQL the reader builds: plain tables by name.
-nanoarrow and the driver are imported on the first read, so ``nsysprobe --version`` and the
-command line's help never load them.
+nanoarrow and the driver are imported on the first read (pyarrow on that of a large table), so
+``nsysprobe --version`` and the command line's help never load them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ import numpy as np
 # Rows per batch: large enough that the driver's per-batch work is negligible, small enough
 # that a signal waits milliseconds and a batch's buffers stay small beside the columns read.
 BATCH_ROWS = 1 << 16
+# Tables of more rows than this are streamed by pyarrow, and their NVTX names
+# dictionary-encoded by it (``intervals._masked``); smaller ones never import it.
+PYARROW_ROWS = 1 << 17
 # Arrow format strings of the column types the readers take (the C data interface's).
 INT64, NULL, BINARY = "l", "n", "z"
 # VM steps charged to the work budget for each value a batch holds (a column of a plain
@@ -82,33 +88,44 @@ class Driver:
         return self._local.conn
 
     def batches(self, sql: str, rows: int) -> Iterator[list[Column]]:
-        """The query's record batches, each as its columns, at most ``rows`` rows in all."""
+        """The query's record batches, each as its columns, at most ``rows`` rows in all
+        (``rows``, the table's row count, also picks the stream's reader)."""
         import adbc_driver_manager
         import nanoarrow
 
+        # nanoarrow raises a stream's error as NanoarrowException, a RuntimeError it does not
+        # export; pyarrow as an ArrowException.
+        errors: tuple = (adbc_driver_manager.Error, RuntimeError, OSError)
+        if rows > PYARROW_ROWS:
+            import pyarrow as pa
+
+            errors += (pa.ArrowException,)
         statement = adbc_driver_manager.AdbcStatement(self._connection())
         stream = None
         try:
             statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             statement.set_sql_query(sql)
             handle, _ = statement.execute_query()
-            stream = nanoarrow.c_array_stream(handle)
+            if rows > PYARROW_ROWS:
+                stream = pa.RecordBatchReader._import_from_c(handle.address)
+                arrays = ([nanoarrow.c_array(c) for c in b.columns] for b in stream)
+            else:
+                stream = nanoarrow.c_array_stream(handle)
+                arrays = ([b.child(k) for k in range(b.n_children)] for b in stream)
             seen = 0
-            for batch in stream:
-                n, width = batch.length, batch.n_children
-                if not self._charge(n * (width + 1) * OPS_PER_VALUE):
+            for batch in arrays:
+                n = batch[0].length if batch else 0
+                if not self._charge(n * (len(batch) + 1) * OPS_PER_VALUE):
                     raise BudgetSpent("the work budget is spent")
                 seen += n
                 if seen > rows:
                     raise TooManyRows(f"more rows than the table's {rows}")
-                yield [Column(batch.child(k)) for k in range(width)]
-        # nanoarrow raises a stream's error as NanoarrowException, a RuntimeError it does not
-        # export.
-        except (adbc_driver_manager.Error, RuntimeError, OSError) as exc:
+                yield [Column(array) for array in batch]
+        except errors as exc:
             raise ArrowReadError(_one_line(exc)) from None
         finally:
-            if stream is not None:
-                stream.release()  # the stream before its statement
+            if stream is not None:  # the stream before its statement
+                stream.close() if rows > PYARROW_ROWS else stream.release()
             statement.close()
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from nsysprobe.common.table import Table
 from nsysprobe.errors import TraceError
+from nsysprobe.trace import arrow
 from nsysprobe.trace.arrow import BINARY, INT64, NULL, ArrowReadError
 from nsysprobe.trace.values import (
     BOUNDS,
@@ -38,10 +39,6 @@ NULL_TIME = -(1 << 62)
 # Every ASCII digit made ``0``, every other byte kept (``_masked``).
 _MASK_DIGITS = np.arange(256, dtype=np.uint8)
 _MASK_DIGITS[ord("1") : ord("9") + 1] = ord("0")
-# Names of a table of more rows than this are dictionary-encoded by pyarrow (in C, ~10x the
-# speed of a dict); of a smaller one, by a dict: pyarrow's import (~90 ms) would be most of a
-# small export's analysis (``_masked``).
-ARROW_ENCODE_ROWS = 1 << 17
 
 
 # Where a row's NVTX name is, by ``typeof(text)``: in ``textId`` (``text`` NULL), in ``text``,
@@ -195,7 +192,8 @@ class _Reader:
             if self.named_by:
                 if batch[n_int].format != BINARY:
                     raise ArrowReadError(f"the names read as {batch[n_int].format}")
-                codes, values = _masked(*batch[n_int].binary(), capacity > ARROW_ENCODE_ROWS)
+                large = capacity > arrow.PYARROW_ROWS
+                codes, values = _masked(*batch[n_int].binary(), large)
                 mapping = np.array(
                     [distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64
                 )
@@ -230,8 +228,9 @@ def _masked(offsets: np.ndarray, data: np.ndarray, large: bool) -> tuple[np.ndar
     """A batch's texts (Arrow binary: offsets into data) with every ASCII digit made ``0``:
     (code per row, distinct masked values in the order they first occur). ``range_pattern``
     of a masked value is that of the value (digits stay digits; ASCII bytes never fall inside
-    a UTF-8 sequence, valid or not), and far fewer values are distinct. ``large``: encoded by
-    pyarrow, else by a dict (the same codes and values)."""
+    a UTF-8 sequence, valid or not), and far fewer values are distinct. ``large`` (a table of
+    more than ``arrow.PYARROW_ROWS`` rows): encoded by pyarrow, in C, ~10x the speed of a
+    dict; else by a dict (the same codes and values), which needs no pyarrow."""
     masked = _MASK_DIGITS[data]
     if large:
         import pyarrow as pa

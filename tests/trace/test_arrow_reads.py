@@ -358,11 +358,12 @@ def test_a_text_id_of_any_value_is_an_id(tmp_path, monkeypatch, fast_first):
 
 @pytest.mark.parametrize("encode_rows", [0, 1 << 40], ids=["pyarrow", "dict"])
 def test_names_are_encoded_alike_by_pyarrow_and_by_a_dict(encode_rows, tmp_path, monkeypatch):
-    # A large table's names are dictionary-encoded by pyarrow, a small one's by a dict: each
-    # row's name and the order of the distinct names are those of a row-by-row read, in
-    # every batch (8 rows a batch), whatever bytes a name holds.
+    # A large table is streamed by pyarrow and its names dictionary-encoded by it, a small one
+    # streamed by nanoarrow and its names encoded by a dict: each row's name and the order of
+    # the distinct names are those of a row-by-row read, in every batch (8 rows a batch),
+    # whatever bytes a name holds.
     monkeypatch.setattr(arrow, "BATCH_ROWS", 8)
-    monkeypatch.setattr(intervals, "ARROW_ENCODE_ROWS", encode_rows)
+    monkeypatch.setattr(arrow, "PYARROW_ROWS", encode_rows)
     path = crafted(
         tmp_path,
         "UPDATE NVTX_EVENTS SET text = 'Batch ' || rowid || char(233) WHERE rowid % 3 = 0",
