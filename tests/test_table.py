@@ -168,3 +168,19 @@ def test_ranked_labels_are_np_uniques_distinct_and_inverse(values):
     expected, inverse = np.unique(v, return_inverse=True)
     assert distinct.dtype == object and distinct.tolist() == expected.tolist()
     assert which.tolist() == inverse.reshape(-1).tolist()
+
+
+@given(
+    st.lists(st.integers(-(1 << 40), 1 << 40) | st.integers(-5, 5), max_size=80),
+    st.sampled_from([np.int64, np.int32, np.uint16]),
+)
+def test_ranked_integers_are_np_uniques_distinct_and_inverse(values, dtype):
+    # A narrow range is marked in a table (offset by its least value), a wide one sorted:
+    # either way numpy's distinct values, of the values' type, and inverse.
+    v = np.array(values, dtype=np.int64)
+    if dtype is not np.int64:
+        v = (v % 30_000 if dtype is np.uint16 else v % (1 << 31) - (1 << 30)).astype(dtype)
+    distinct, which = ranked(v)
+    expected, inverse = np.unique(v, return_inverse=True)
+    assert distinct.dtype == expected.dtype and distinct.tolist() == expected.tolist()
+    assert which.tolist() == inverse.reshape(-1).tolist()

@@ -50,6 +50,7 @@ import numpy as np
 
 from nsysprobe.analyses.events import Events
 from nsysprobe.common.frames import Tables
+from nsysprobe.common.table import ranked
 from nsysprobe.trace.values import pid_of
 
 TINY_NS = 10_000
@@ -126,7 +127,7 @@ def analyze_kernels(
     mine = np.flatnonzero((pid_of(k["globalPid"]) == pid) & (k["deviceId"] == device_id))
     dur = np.clip(k["end"][mine] - k["start"][mine], 0, None)
     slowdown = _slowdown(k["start"][mine], k["correlationId"][mine], k["nameId"][mine], dur, steps)
-    names, codes = np.unique(k["nameId"][mine], return_inverse=True)
+    names, codes = ranked(k["nameId"][mine])
     texts = [events.name_of(n) for n in names.tolist()]
     per_name = np.bincount(codes, weights=dur, minlength=len(texts)) if len(texts) else dur
     count_per_name = np.bincount(codes, minlength=len(texts))
@@ -178,7 +179,7 @@ def _slowdown(start, corr, name, dur, steps) -> float:
     step, name, dur = step[order], name[order], dur[order]
     first = np.searchsorted(step, step)  # each kernel's step's first row
     place = np.arange(step.size) - first
-    _, name_code = np.unique(name, return_inverse=True)
+    _, name_code = ranked(name)
     _, group = np.unique(name_code.ravel() * (place.max() + 1) + place, return_inverse=True)
     group = group.ravel()
     # Each group's median at once: durations sorted within groups, the middle one or two.

@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from nsysprobe.analyses import intervals as iv
-from nsysprobe.common.table import Groups, Labels, Table, concat
+from nsysprobe.common.table import Groups, Labels, Table, concat, ranked
 
 # ``cudaLaunchKernel_v7000``, ``cudaMemcpyAsync_ptsz_v7000`` (per-thread default stream).
 _API_VERSION = re.compile(r"(?:_pt(?:sz|ds))?(?:_v\d+)?$")
@@ -42,9 +42,9 @@ def per_category(column: Labels, label, dtype=object) -> np.ndarray:
 def per_distinct(values: np.ndarray, label, dtype=object) -> np.ndarray:
     """``label(value)`` for each of ``values`` (string ids, kind codes), called once per
     distinct value."""
-    distinct, which = np.unique(np.asarray(values), return_inverse=True)
+    distinct, which = ranked(np.asarray(values).ravel())
     out = np.array([label(v) for v in distinct.tolist()], dtype=dtype)
-    return out[which.ravel()] if out.size else np.empty(0, dtype=dtype)
+    return out[which] if out.size else np.empty(0, dtype=dtype)
 
 
 # Rows tested at once when a table is cut down: temporaries stay a few MiB however long it is.
