@@ -4,7 +4,7 @@ The Apache Arrow project's ADBC driver for SQLite (``adbc-driver-sqlite``) steps
 and appends each value to Arrow buffers: no Python object per row or value. The batches come
 through the Arrow C stream interface, and each column's buffers are viewed as numpy arrays
 (``Column``, a nanoarrow array). A table of up to ``PYARROW_ROWS`` rows is streamed by
-nanoarrow (the Arrow project's small C library, 3 MB, imported in ~15 ms; pyarrow takes ~90
+nanoarrow (the Arrow project's small C library, 4 MB, imported in ~15 ms; pyarrow takes ~90
 ms, which was a quarter of the analysis of the smallest sample trace); a larger one by
 pyarrow, which lets go of Python's lock while the driver fills a batch, so two tables are
 read at once on two cores (nanoarrow keeps the lock: two reads of 16 M NVTX rows at once
@@ -124,8 +124,11 @@ class Driver:
         except errors as exc:
             raise ArrowReadError(_one_line(exc)) from None
         finally:
-            if stream is not None:  # the stream before its statement
-                stream.close() if rows > PYARROW_ROWS else stream.release()
+            # The stream before its statement.
+            if stream is not None and rows > PYARROW_ROWS:
+                stream.close()
+            elif stream is not None:
+                stream.release()
             statement.close()
 
     def close(self) -> None:
