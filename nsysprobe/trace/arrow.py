@@ -44,6 +44,9 @@ BATCH_ROWS = 1 << 16
 # Tables of more rows than this are streamed by pyarrow, and their NVTX names
 # dictionary-encoded by it (``intervals._masked``); smaller ones never import it.
 PYARROW_ROWS = 1 << 17
+# Reads at once, each on a core of its own (``Trace.read_together``; a large table's two
+# halves, ``intervals``): pyarrow lets go of Python's lock while the driver fills a batch.
+READERS = max(1, min(2, os.cpu_count() or 1))
 # Arrow format strings of the column types the readers take (the C data interface's).
 INT64, NULL, BINARY = "l", "n", "z"
 # VM steps charged to the work budget for each value a batch holds (a column of a plain

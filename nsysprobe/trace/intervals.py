@@ -3,7 +3,8 @@
 Which rows and values are kept is the reader's one rule for event tables: a row whose start or
 end is not a valid time is left out and counted, an id that is not usable reads as ``NO_ID``
 (``values``). How it is read: one query per table through ADBC's SQLite driver (``arrow``),
-its Arrow batches copied into one numpy array per column as they arrive.
+its Arrow batches copied into one numpy array per column as they arrive; a table of more than
+``SPLIT_ROWS`` rows in two queries, each of half its rowids, read at once on two cores.
 
 Two queries read the same rows. The fast one selects the columns as they are and checks them
 in numpy; the driver gives a column as int64 only when every value in it is an INTEGER or NULL
@@ -15,7 +16,9 @@ table, every value through ``CASE typeof(...)`` and every row through the interv
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -36,6 +39,11 @@ from nsysprobe.trace.values import (
 # A NULL start or end reads as this in the fast query: below any valid time, so the row is
 # dropped as the exact query drops it.
 NULL_TIME = -(1 << 62)
+# A table of more rows than this is read in two halves at once, where the machine has two cores
+# (``_Reader._halves``); the second's rows are then moved down to follow the first's, this many
+# at a time (overlapping moves go through a copy of this size).
+SPLIT_ROWS = 1 << 22
+MOVE_ROWS = 1 << 20
 # Every ASCII digit made ``0``, every other byte kept (``_masked``).
 _MASK_DIGITS = np.arange(256, dtype=np.uint8)
 _MASK_DIGITS[ord("1") : ord("9") + 1] = ord("0")
@@ -50,6 +58,10 @@ _SOURCE = "name source"
 
 class _OtherType(Exception):
     """A column of the fast query came back as another type than int64."""
+
+
+class _Stopped(Exception):
+    """The other half of the table failed to read (``_Reader._together``)."""
 
 
 def intervals(
@@ -150,12 +162,12 @@ class _Reader:
         before the interval test)."""
         if self.fast_first:
             try:
-                arrays, names, total = self._gather(self._sql(self.fast, f"({self.where or 1})"))
+                arrays, names, total = self._gather(self.fast, f"({self.where or 1})")
                 return self._checked(arrays, names, total)
             except (_OtherType, ArrowReadError):
                 pass  # a value of another type: the exact query reads every value
         where = self.valid + (f" AND ({self.where})" if self.where else "")
-        arrays, names, _ = self._gather(self._sql(self.exact, where), exact=True)
+        arrays, names, _ = self._gather(self.exact, where, exact=True)
         if self.where:
             total = self.trace.count_where(self.table, self.where)
         else:
@@ -166,14 +178,36 @@ class _Reader:
         # NOT INDEXED: rows in rowid order, whatever index the file brings.
         return f'SELECT {", ".join(exprs)} FROM "{self.table}" NOT INDEXED WHERE {where}'
 
-    def _gather(self, sql: str, exact: bool = False):
-        """The query's columns, copied batch by batch into arrays of the table's row count."""
+    def _gather(self, exprs: list[str], where: str, exact: bool = False):
+        """The query's columns, copied batch by batch into arrays of the table's row count
+        (the fast query of a large table: its two halves at once, ``_halves``)."""
         capacity = self.trace.count(self.table)
+        width = len(self.read_cols) + bool(self.named_by)
+        arrays = [np.empty(capacity, np.int64) for _ in range(width)]
+        halves = None if exact else self._halves(where, capacity)
+        if halves is None:
+            sql = self._sql(exprs, where)
+            rows, distinct = self._fill(sql, arrays, 0, capacity, exact)
+        else:
+            rows, distinct = self._together(exprs, halves, arrays)
+        # Rows never written leave their pages unused in a view, unless most of the room is
+        # left (then a copy lets it go).
+        arrays = [a[:rows] if rows * 2 >= a.size else a[:rows].copy() for a in arrays]
+        names = None
+        if self.named_by:
+            names = (arrays.pop(), list(distinct))
+        return arrays, names, rows
+
+    def _fill(self, sql, arrays, at, limit, exact, stop=None) -> tuple[int, dict[bytes, int]]:
+        """The query's rows (``limit`` at most) copied into ``arrays`` from row ``at``: (how
+        many, their distinct names in the order they first occur -> their codes). Stops at a
+        batch once ``stop`` is set."""
         n_int = len(self.read_cols)
-        arrays = [np.empty(capacity, np.int64) for _ in range(n_int + bool(self.named_by))]
         distinct: dict[bytes, int] = {}
-        rows = 0
-        for batch in self.trace._arrow.batches(sql, capacity):
+        rows = at
+        for batch in self.trace._arrow.batches(sql, limit):
+            if stop is not None and stop.is_set():
+                raise _Stopped
             n = batch[0].length
             for k in range(n_int):
                 column = batch[k]
@@ -192,20 +226,70 @@ class _Reader:
             if self.named_by:
                 if batch[n_int].format != BINARY:
                     raise ArrowReadError(f"the names read as {batch[n_int].format}")
-                large = capacity > arrow.PYARROW_ROWS
+                large = limit > arrow.PYARROW_ROWS
                 codes, values = _masked(*batch[n_int].binary(), large)
                 mapping = np.array(
                     [distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64
                 )
                 arrays[-1][rows : rows + n] = mapping[codes] if mapping.size else codes
             rows += n
-        # Rows never written leave their pages unused in a view, unless most of the room is
-        # left (then a copy lets it go).
-        arrays = [a[:rows] if rows * 2 >= a.size else a[:rows].copy() for a in arrays]
-        names = None
-        if self.named_by:
-            names = (arrays.pop(), list(distinct))
-        return arrays, names, rows
+        return rows - at, distinct
+
+    def _halves(self, where: str, capacity: int) -> list[tuple[str, int, int]] | None:
+        """A table of more than ``SPLIT_ROWS`` rows, on a machine of two cores, in two parts
+        by rowid: for each, (its condition, the row its rows go from, its rows at most), the
+        first's rows counted; None where there is one part (no rowid, a part empty)."""
+        rowid = self.trace._rowid_name(self.table)
+        if capacity <= SPLIT_ROWS or arrow.READERS < 2 or rowid is None:
+            return None
+        table = f'"{self.table}"'
+        # (min and max of the rowid are found in the table's tree, not by a scan)
+        low = self.trace._fetch(self.table, f"SELECT min({rowid}) FROM {table}")[0][0]
+        high = self.trace._fetch(self.table, f"SELECT max({rowid}) FROM {table}")[0][0]
+        if not isinstance(low, int) or not isinstance(high, int):
+            return None
+        middle = low + (high - low) // 2 + 1
+        sql = f"SELECT count(*) FROM {table} WHERE {rowid} < {middle}"
+        first = int(self.trace._fetch(self.table, sql)[0][0])
+        if not 0 < first < capacity:
+            return None
+        return [
+            (f"{where} AND {rowid} < {middle}", 0, first),
+            (f"{where} AND {rowid} >= {middle}", first, capacity - first),
+        ]
+
+    def _together(self, exprs, halves, arrays) -> tuple[int, dict[bytes, int]]:
+        """The two parts of ``halves`` read at once, the second on a thread of its own, into
+        ``arrays``: the second's rows then moved to follow the first's, and its names' codes
+        made those of the names of both. The first error stops both (at their next batch)."""
+        stop = threading.Event()
+
+        def fill(part):
+            where, at, limit = part
+            try:
+                return self._fill(self._sql(exprs, where), arrays, at, limit, False, stop)
+            except BaseException:
+                stop.set()
+                raise
+
+        with ThreadPoolExecutor(1, thread_name_prefix="nsysprobe-read") as pool:
+            second = pool.submit(fill, halves[1])
+            try:
+                rows, distinct = fill(halves[0])
+            except _Stopped:
+                second.result()  # raises the error that stopped the first part
+                raise
+            more, names = second.result()
+        at = halves[1][1]
+        for a in arrays if rows < at else ():  # rows of the first part left out (``where``)
+            for lo in range(0, more, MOVE_ROWS):
+                n = min(MOVE_ROWS, more - lo)
+                a[rows + lo : rows + lo + n] = a[at + lo : at + lo + n]
+        if self.named_by and names:
+            mapping = np.array([distinct.setdefault(v, len(distinct)) for v in names], np.int64)
+            codes = arrays[-1][rows : rows + more]
+            codes[:] = mapping[codes]
+        return rows + more, distinct
 
     def _checked(self, arrays, names, total):
         """The fast query's columns as the exact query returns them: out-of-bounds values -1,

@@ -74,7 +74,7 @@ from pathlib import Path
 import numpy as np
 
 from nsysprobe.errors import TraceError
-from nsysprobe.trace import metadata, nvtx, sampling, tables
+from nsysprobe.trace import arrow, metadata, nvtx, sampling, tables
 from nsysprobe.trace.arrow import Driver
 from nsysprobe.trace.connection import (
     MAX_VALUE_BYTES,
@@ -90,9 +90,6 @@ from nsysprobe.trace.metadata import Strings
 from nsysprobe.trace.sampling import PythonSamples
 from nsysprobe.trace.tables import EVENT_TABLES
 from nsysprobe.trace.values import text_from_bytes
-
-# Tables read at once (``Trace.read_together``).
-READERS = max(1, min(2, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -253,12 +250,12 @@ class Trace:
         return tuple(u for _, u in sorted(self._ids.items()) if u.unusable)
 
     def read_together(self, readers: dict[str, Callable[[], object]]) -> dict[str, object]:
-        """Each reader's result, the readers run ``READERS`` at a time: the driver reads
+        """Each reader's result, the readers run ``arrow.READERS`` at a time: the driver reads
         without Python's lock, so two tables read at once on two cores. A signal (Ctrl-C)
         stops every reader at its next batch; the first reader to fail fails the call."""
-        if READERS == 1:
+        if arrow.READERS == 1:
             return {k: read() for k, read in readers.items()}
-        with ThreadPoolExecutor(READERS, thread_name_prefix="nsysprobe-read") as pool:
+        with ThreadPoolExecutor(arrow.READERS, thread_name_prefix="nsysprobe-read") as pool:
             futures = {k: pool.submit(read) for k, read in readers.items()}
             try:
                 return {k: f.result() for k, f in futures.items()}

@@ -60,8 +60,8 @@ def count_reads(monkeypatch):
     seen = {"fast": 0, "exact": 0}
     gather = intervals._Reader._gather
 
-    def counted(self, sql, exact=False):
-        got = gather(self, sql, exact)
+    def counted(self, exprs, where, exact=False):
+        got = gather(self, exprs, where, exact)
         seen["exact" if exact else "fast"] += 1
         return got
 
@@ -278,6 +278,88 @@ def test_rowids_with_holes_read_as_row_by_row(keep_every, tmp_path, monkeypatch)
     assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", n) for n in names]
 
 
+@pytest.fixture
+def halves(monkeypatch):
+    """Tables of more than 64 rows read in two halves (``intervals._Reader._halves``), the
+    second half's rows moved 5 at a time; the SQL of every read, in order."""
+    monkeypatch.setattr(arrow, "READERS", 2)
+    monkeypatch.setattr(intervals, "SPLIT_ROWS", 64)
+    monkeypatch.setattr(intervals, "MOVE_ROWS", 5)
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 128)
+    seen: list[str] = []
+    batches = arrow.Driver.batches
+
+    def recorded(self, sql, rows):
+        seen.append(sql)
+        return batches(self, sql, rows)
+
+    monkeypatch.setattr(arrow.Driver, "batches", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("damage", [None, 100, 5000], ids=["whole", "first-half", "second-half"])
+@pytest.mark.parametrize("table", [KERNEL, RUNTIME])
+def test_a_table_read_in_two_halves_reads_as_row_by_row(table, damage, tmp_path, halves):
+    # A REAL where an id belongs, in either half, leaves the table to the exact query; a hole
+    # in the rowids puts more rows in one half than in the other.
+    sql = [f"DELETE FROM {table} WHERE rowid BETWEEN 300 AND 2000"]
+    if damage:
+        sql.append(f"UPDATE {table} SET correlationId = 12.5 WHERE rowid = {damage}")
+    path = crafted(tmp_path, *sql)
+    assert read_table(path, table) == expected_rows(path, table, READS[table][1])
+    read = [q for q in halves if f'FROM "{table}"' in q]
+    assert any("rowid >=" in q for q in read)
+    # Undamaged, the halves are the only read; damaged, the exact query reads it whole.
+    assert ("typeof" in read[-1]) == bool(damage) and ("rowid" in read[-1]) != bool(damage)
+
+
+def test_the_first_half_failing_stops_the_second(tmp_path, halves, monkeypatch):
+    # 250,000 kernels in batches of 64: a REAL in the first row fails the first half at once;
+    # the second stops at its next batch instead of reading its ~1,900 batches.
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 64)
+    path = crafted(
+        tmp_path,
+        *[f"INSERT INTO {KERNEL} SELECT * FROM {KERNEL}"] * 5,
+        f"UPDATE {KERNEL} SET correlationId = 0.5 WHERE rowid = 1",
+    )
+    yielded: dict[str, int] = {}
+    batches = arrow.Driver.batches
+
+    def counted(self, sql, rows):
+        for batch in batches(self, sql, rows):
+            yielded[sql] = yielded.get(sql, 0) + 1
+            yield batch
+
+    monkeypatch.setattr(arrow.Driver, "batches", counted)
+    assert read_table(path, KERNEL) == expected_rows(path, KERNEL, READS[KERNEL][1])
+    (second,) = [n for q, n in yielded.items() if "rowid >=" in q]
+    assert second < 1900 / 4, second
+
+
+def test_nvtx_read_in_two_halves_keeps_each_rows_name(tmp_path, halves):
+    # Rows of the first half that are not ranges (marks) are left out by the query, so its
+    # rows end before the second half's begin: those are moved down. Names from text and from
+    # textId in both halves; a name first seen in the second half.
+    (count,) = query(SAMPLE_TRACES / "h200_pinned.sqlite", "SELECT max(rowid) FROM NVTX_EVENTS")[0]
+    middle = count // 2
+    path = crafted(
+        tmp_path,
+        f"UPDATE NVTX_EVENTS SET eventType = 34 WHERE rowid % 4 = 0 AND rowid < {middle}",
+        "UPDATE NVTX_EVENTS SET text = 'Batch ' || rowid WHERE rowid % 3 = 0",
+        f"UPDATE NVTX_EVENTS SET text = 'Late ' || rowid WHERE rowid > {middle + 5}",
+    )
+    rows = [r for (r,) in query(path, NVTX_ROWIDS)]
+    names = _names_by_hand(path)
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+        got = t.nvtx_names(ranges["row"])
+    assert ranges["row"].tolist() == rows
+    assert got == [names[r] for r in rows]
+    assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", names[r]) for r in rows]
+    assert "Late #" in ranges["pattern"].values().tolist()
+    assert sum("rowid >=" in q for q in halves if "NVTX_EVENTS" in q) == 1
+
+
 def test_more_rows_than_the_table_counts_is_a_one_line_error(tmp_path, monkeypatch):
     # The driver runs no progress handler: a file whose pages loop would return rows without
     # end. A read stops past the table's row count (counted on the budgeted sqlite3
@@ -295,15 +377,19 @@ def test_more_rows_than_the_table_counts_is_a_one_line_error(tmp_path, monkeypat
     assert f"more rows than the table's {rows - 1}" in message
 
 
-def test_a_signal_stops_every_table_read_at_once(tmp_path, monkeypatch):
-    # Two tables of 250,000 rows read together in batches of 64 rows; a SIGALRM raising
-    # KeyboardInterrupt lands while the driver reads: the call raises it, each reader stops
-    # at its next batch (far sooner than the whole read), and none is left running.
+@pytest.mark.parametrize("split_rows", [1 << 40, 1000], ids=["whole", "halves"])
+def test_a_signal_stops_every_table_read_at_once(split_rows, tmp_path, monkeypatch):
+    # Two tables of 250,000 rows read together in batches of 64 rows (each in two halves at
+    # once, or whole); a SIGALRM raising KeyboardInterrupt lands while the driver reads: the
+    # call raises it, each reader stops at its next batch (far sooner than the whole read),
+    # and none is left running.
     import signal
     import threading
     import time
 
     monkeypatch.setattr(arrow, "BATCH_ROWS", 64)
+    monkeypatch.setattr(arrow, "READERS", 2)
+    monkeypatch.setattr(intervals, "SPLIT_ROWS", split_rows)
     path = crafted(
         tmp_path,
         *[f"INSERT INTO {KERNEL} SELECT * FROM {KERNEL}"] * 5,
