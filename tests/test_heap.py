@@ -10,6 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+from nsysprobe.common.heap import free_huge_bytes
 
 from conftest import SAMPLE_TRACES
 
@@ -101,12 +106,44 @@ def test_threads_share_one_arena_after_it():
     assert arenas(SETUP + "map_large_arrays()\n" + ARENAS) == 1
 
 
-def test_numpy_gives_no_huge_page_advice_after_it():
+BUDDYINFO = Path(__file__).parent / "data" / "buddyinfo"
+
+
+def test_free_huge_bytes_counts_the_free_blocks_of_2_mib_and_more():
+    # Orders 9 and 10 (2 and 4 MiB) of every zone, by hand: at 20:58, 2 x (1 + 134 + 77) +
+    # 4 x (3 + 79 + 205) MiB; at 20:59, 2 x (1 + 133 + 800) + 4 x (3 + 79 + 1666) MiB.
+    assert free_huge_bytes(BUDDYINFO / "ci_2026-12-05_2058.txt") == 1572 << 20
+    assert free_huge_bytes(BUDDYINFO / "ci_2026-12-05_2059.txt") == 8860 << 20
+    assert free_huge_bytes(BUDDYINFO / "absent.txt") == 0
+
+
+@pytest.mark.parametrize(
+    "buddyinfo, before, after",
+    [
+        ("ci_2026-12-05_2058.txt", "0", "True"),  # 1,572 MiB free in 2 MiB blocks
+        ("fragmented", "1", "False"),  # the same with no block of 2 MiB or more free
+        ("absent.txt", "1", "False"),
+    ],
+)
+def test_numpy_advises_huge_pages_only_where_the_kernel_has_them_free(
+    buddyinfo, before, after, tmp_path
+):
+    path = BUDDYINFO / buddyinfo
+    if buddyinfo == "fragmented":
+        lines = (BUDDYINFO / "ci_2026-12-05_2058.txt").read_text().splitlines()
+        path = tmp_path / "buddyinfo"
+        path.write_text("".join(" ".join(line.split()[:-2] + ["0", "0"]) + "\n" for line in lines))
     check = "print(np._core.multiarray._get_madvise_hugepage())\n"
-    env = {**os.environ, "NUMPY_MADVISE_HUGEPAGE": "1"}
-    script = SETUP + check + "map_large_arrays()\n" + check
+    env = {**os.environ, "NUMPY_MADVISE_HUGEPAGE": before}
+    script = (
+        SETUP
+        + check
+        + f"import nsysprobe.common.heap as heap\nheap.BUDDYINFO = {str(path)!r}\n"
+        + "map_large_arrays()\n"
+        + check
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    assert done.stdout.split() == ["True", "False"], done.stderr
+    assert done.stdout.split() == [str(before == "1"), after], done.stderr
 
 
 def test_events_load_sets_it():

@@ -24,30 +24,42 @@ both; OS-runtime-heavy 609-610 MiB against 616-622 MiB, 12.7 s against 12.4-13.2
 
 numpy advises the kernel to back each array of 4 MiB or more with huge pages. Where
 transparent huge pages are on ``madvise`` with ``defrag`` on ``madvise`` too (this project's
-machine, and the default of several distributions) and few are free, each first touch of such
-an array stalls on a compaction that finds none. The analysis touches its arrays once or
-twice and frees them, so the advice is turned off: on this machine (2026-12-02, 10:30 UTC,
-two runs each, ``NUMPY_MADVISE_HUGEPAGE=0`` against 1) the OS-runtime-heavy 1e6 replica took
-11.5-11.7 s against 12.2-12.3 s, the kernel-heavy one 2.75 s against 2.88-2.94 s, the same
-peak memory; filling four fresh arrays of 9.8 M int64 values a block at a time, 0.14 s
-against 0.65 s.
+machine, and the default of several distributions), a first touch of such an array takes a free
+2 MiB block, or stalls on a compaction that makes one. So the advice stands only while the
+kernel holds ``HUGE_FREE_BYTES`` free in blocks of 2 MiB or more (``/proc/buddyinfo``), and is
+turned off otherwise. Both states were measured on this machine:
+
+- 2026-12-02, 10:30 UTC (the free blocks not recorded; the stalls say few): with the advice
+  (``NUMPY_MADVISE_HUGEPAGE=1`` against 0, two runs each) the OS-runtime-heavy 1e6 replica
+  took 12.2-12.3 s against 11.5-11.7 s, the kernel-heavy one 2.88-2.94 s against 2.75 s;
+  filling four fresh arrays of 9.8 M int64 values a block at a time, 0.65 s against 0.14 s.
+- 2026-12-05, 20:53-20:57 UTC, ~1.5 GB free in such blocks (8.9 GB at 20:59): with the advice
+  the kernel-heavy 1e7 replica took 17.1-19.4 s against 21.0-23.6 s (system time 2.8-3.5 s
+  against 6.8-7.8 s), the user-reported NVTX-heavy shape 19.3-23.3 s (median 20.3) against
+  20.9-22.3 s (22.1), kernel-heavy 1e6 2.11-2.26 s against 2.19-2.28 s, the same peak memory
+  (three runs each, interleaved); the four arrays, 0.04-0.06 s against 0.10-0.12 s.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameters
 _M_ARENA_MAX = -8
 LARGE_BYTES = 8 << 20
+# Huge pages are advised while the kernel holds this much free in blocks of 2 MiB or more.
+HUGE_FREE_BYTES = 512 << 20
+BUDDYINFO = "/proc/buddyinfo"
 
 
 def map_large_arrays() -> None:
     """From now on, in this process: every C block of ``LARGE_BYTES`` or more is mapped on
     its own and unmapped when freed (glibc no longer moves the threshold), threads allocate
-    from one arena, and numpy gives no huge-page advice."""
+    from one arena, and numpy advises huge pages only where the kernel holds
+    ``HUGE_FREE_BYTES`` free in 2 MiB blocks."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BYTES)
@@ -57,4 +69,24 @@ def map_large_arrays() -> None:
     core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
     advise = getattr(core.multiarray, "_set_madvise_hugepage", None)
     if advise is not None:
-        advise(False)
+        advise(free_huge_bytes() >= HUGE_FREE_BYTES)
+
+
+def free_huge_bytes(path: str | None = None) -> int:
+    """Bytes free in blocks of 2 MiB or more, over every zone of ``/proc/buddyinfo`` (a line
+    per zone: ``Node 0, zone Normal`` then the count of free blocks of 1, 2, 4... pages); 0
+    where it cannot be read."""
+    try:
+        with open(path or BUDDYINFO) as f:
+            text = f.read()
+    except OSError:
+        return 0
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    huge = max(0, ((2 << 20) // page).bit_length() - 1)  # the order of a 2 MiB block
+    free = 0
+    for line in text.splitlines():
+        counts = line.split()[4:]
+        for order, n in enumerate(counts):
+            if order >= huge and n.isdigit():
+                free += int(n) << order
+    return free * page
