@@ -15,6 +15,7 @@ Part 3 draws random timelines and checks conservation and the busy split cell by
 
 from __future__ import annotations
 
+import re
 import tempfile
 from bisect import bisect_right
 from pathlib import Path
@@ -41,6 +42,7 @@ from nsysprobe import analyze as nsysprobe_analyze
 from nsysprobe.analyses import rows as rows_module
 from nsysprobe.analyses.account import analyze_account
 from nsysprobe.analyses.account import arrays as account_module
+from nsysprobe.analyses.account.tally import DETAILS_LISTED
 from nsysprobe.analyses.communication import collective_of, is_communication_kernel
 from nsysprobe.analyses.events import Events
 from nsysprobe.trace.reader import Trace
@@ -118,6 +120,53 @@ def test_account_conserves_time_and_matches_sql_busy(name):
         assert sum(b.total_ns for b in a.buckets) == a.wall_ns
         assert a.busy_ns == sum(inside(every, lo, hi) for _, lo, hi in steady)
         assert a.busy_ns + a.idle_ns == a.wall_ns
+
+
+COPY_RANGES = [
+    "h200_baseline.sqlite",
+    "h200_cpu_optimizer.sqlite",
+    "h200_grad_accumulation.sqlite",
+    "h200_offload_inference.sqlite",
+    "h200_worker_respawn.sqlite",
+]
+
+
+@pytest.mark.parametrize("name", COPY_RANGES)
+def test_copy_ranges_are_the_innermost_nvtx_range_around_each_issuing_call(name):
+    # By SQL: each host-to-device copy of the account's process and GPU starting in the steady
+    # steps, its CUDA call (same process, same correlation id), the NVTX range on the call's
+    # thread holding the call's start that started last (nested ranges: the innermost), its
+    # name with digits masked; copy time summed per name, largest first.
+    path = SAMPLE_TRACES / name
+    with Trace(path) as trace:
+        result = analyze_account(Events.load(trace))
+    a = result.accounts[result.primary]
+    steady = [s for s in a.steps if not s.startup and not s.final]
+    lo, hi = steady[0].start_ns, steady[-1].start_ns + steady[-1].wall_ns
+    strings = dict(query(path, "SELECT id, value FROM StringIds"))
+    ranges: dict[int, list[tuple[int, int, str]]] = {}
+    for start, end, tid, text, text_id in query(
+        path,
+        "SELECT start, end, globalTid, text, textId FROM NVTX_EVENTS "
+        "WHERE eventType IN (59, 60) AND end > start ORDER BY start, end DESC",
+    ):
+        ranges.setdefault(tid, []).append((start, end, text or strings.get(text_id)))
+    copies = query(
+        path,
+        "SELECT m.start, m.end, r.globalTid, r.start FROM CUPTI_ACTIVITY_KIND_MEMCPY m "
+        "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId "
+        "AND (r.globalTid >> 24) & 16777215 = (m.globalPid >> 24) & 16777215 "
+        "WHERE m.copyKind = 1 AND m.deviceId = ? AND (m.globalPid >> 24) & 16777215 = ? "
+        "AND m.start >= ? AND m.start < ?",
+        (a.device_id, a.pid, lo, hi),
+    )
+    totals: dict[str, int] = {}
+    for start, end, tid, at in copies:
+        held = [r for r in ranges.get(tid, []) if r[0] <= at < r[1]]
+        label = re.sub(r"\d+", "#", held[-1][2]) if held else "(no NVTX range)"
+        totals[label] = totals.get(label, 0) + end - start
+    expected = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:DETAILS_LISTED]
+    assert copies and [(d.name, d.ns) for d in a.copy_ranges] == expected
 
 
 def test_the_two_gpu_trace_has_one_account_per_rank_with_exposed_nccl():

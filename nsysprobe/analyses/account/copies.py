@@ -27,11 +27,14 @@ def copy_ranges(scope: Scope) -> tuple[Detail, ...]:
     known = np.flatnonzero(call >= 0)
     tids, at = rt["globalTid"][call[known]], rt["start"][call[known]]
     for tid in distinct(tids).tolist():
-        rows = np.flatnonzero(nv["globalTid"] == tid) if len(nv) else np.empty(0, np.int64)
+        # The thread's ranges by a mask, their rows found only for the ranges hit: a thread
+        # of 8 M ranges holds no array of 8 M rows beside the cover's own.
+        mine = nv["globalTid"] == tid if len(nv) else np.empty(0, bool)
         these = np.flatnonzero(tids == tid)
-        j = iv.innermost_cover(nv["start"][rows], nv["end"][rows], at[these])
+        j = iv.innermost_cover(nv["start"][mine], nv["end"][mine], at[these])
         hit = j >= 0
-        where[known[these[hit]]] = label_at(nv["pattern"], rows[j[hit]])
+        where[known[these[hit]]] = label_at(nv["pattern"], np.flatnonzero(mine)[j[hit]])
+        del mine, j
     totals: dict[str, int] = {}
     for name, ns in zip(where.tolist(), dur.tolist()):
         totals[name] = totals.get(name, 0) + int(ns)
