@@ -117,6 +117,21 @@ def test_free_huge_bytes_counts_the_free_blocks_of_2_mib_and_more():
     assert free_huge_bytes(BUDDYINFO / "absent.txt") == 0
 
 
+def test_free_huge_bytes_takes_the_kernels_huge_page_and_any_bytes(tmp_path, monkeypatch):
+    import nsysprobe.common.heap as heap
+
+    # Huge pages of 4 MiB (order 10): at 20:58, 4 x (3 + 79 + 205) MiB.
+    size = tmp_path / "hpage_pmd_size"
+    size.write_text(f"{4 << 20}\n")
+    monkeypatch.setattr(heap, "HUGE_PAGE", str(size))
+    assert free_huge_bytes(BUDDYINFO / "ci_2026-12-05_2058.txt") == 1148 << 20
+    # Bytes no kernel writes: not UTF-8, a digit that is not ASCII, a size that is no number.
+    odd = tmp_path / "buddyinfo"
+    odd.write_bytes(b"Node 0, zone Nor\xffmal 1 2 3 4 5 6 7 8 9 \xc2\xb2 2\n")
+    size.write_text("2M\n")  # read as 2 MiB: order 9 (the non-ASCII digit) and 10 (two)
+    assert free_huge_bytes(odd) == 2 * (4 << 20)
+
+
 @pytest.mark.parametrize(
     "buddyinfo, before, after",
     [

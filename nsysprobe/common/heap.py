@@ -50,9 +50,10 @@ import numpy as np
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameters
 _M_ARENA_MAX = -8
 LARGE_BYTES = 8 << 20
-# Huge pages are advised while the kernel holds this much free in blocks of 2 MiB or more.
+# Huge pages are advised while the kernel holds this much free in blocks of a huge page or more.
 HUGE_FREE_BYTES = 512 << 20
 BUDDYINFO = "/proc/buddyinfo"
+HUGE_PAGE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 
 
 def map_large_arrays() -> None:
@@ -73,20 +74,30 @@ def map_large_arrays() -> None:
 
 
 def free_huge_bytes(path: str | None = None) -> int:
-    """Bytes free in blocks of 2 MiB or more, over every zone of ``/proc/buddyinfo`` (a line
-    per zone: ``Node 0, zone Normal`` then the count of free blocks of 1, 2, 4... pages); 0
-    where it cannot be read."""
+    """Bytes free in blocks of a huge page or more (``HUGE_PAGE``: 2 MiB, or what the kernel
+    says), over every zone of ``/proc/buddyinfo`` (a line per zone: ``Node 0, zone Normal``
+    then the count of free blocks of 1, 2, 4... pages); 0 where it cannot be read."""
     try:
-        with open(path or BUDDYINFO) as f:
+        with open(path or BUDDYINFO, encoding="ascii", errors="replace") as f:
             text = f.read()
     except OSError:
         return 0
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-    huge = max(0, ((2 << 20) // page).bit_length() - 1)  # the order of a 2 MiB block
+    huge = max(0, (_huge_page_bytes() // page).bit_length() - 1)  # its order
     free = 0
     for line in text.splitlines():
-        counts = line.split()[4:]
-        for order, n in enumerate(counts):
-            if order >= huge and n.isdigit():
+        for order, n in enumerate(line.split()[4:]):
+            if order >= huge and n.isascii() and n.isdigit():
                 free += int(n) << order
     return free * page
+
+
+def _huge_page_bytes() -> int:
+    """The size of a transparent huge page: 2 MiB on x86-64, more on kernels of 16 or 64 KiB
+    pages."""
+    try:
+        with open(HUGE_PAGE, encoding="ascii", errors="replace") as f:
+            text = f.read().strip()
+    except OSError:
+        return 2 << 20
+    return int(text) if text.isascii() and text.isdigit() and int(text) > 0 else 2 << 20

@@ -134,6 +134,16 @@ class Driver:
                 stream.release()
             statement.close()
 
+    def release(self) -> None:
+        """Close this thread's connection (a thread that reads once: ``intervals``' second
+        half), so an open export does not keep one per read."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            with self._lock:
+                self._opened.remove(conn)
+            del self._local.conn
+            conn.close()
+
     def close(self) -> None:
         for conn in self._opened:
             conn.close()

@@ -109,6 +109,10 @@ class WorkBudget:
             self.interrupted = exc
             return 1
 
+    def left(self) -> int:
+        """VM steps left to the export's queries."""
+        return max(self._checks_left, 0) * OPS_PER_CHECK
+
     def charge(self, ops: int) -> bool:
         """Count ``ops`` VM steps done where no progress handler runs (ADBC's driver, which
         reads a batch of rows between two calls: ``arrow``); False once the budget is spent."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
 import numpy as np
 
@@ -44,6 +45,10 @@ NULL_TIME = -(1 << 62)
 # at a time (overlapping moves go through a copy of this size).
 SPLIT_ROWS = 1 << 22
 MOVE_ROWS = 1 << 20
+# VM steps of a count of a rowid range, per row (``SELECT count(*) ... WHERE rowid < m``: 2-4
+# measured), and how many times the read and the counts the budget left must hold for a split.
+COUNT_OPS_PER_ROW = 4
+SPLIT_BUDGET_MARGIN = 4
 # Every ASCII digit made ``0``, every other byte kept (``_masked``).
 _MASK_DIGITS = np.arange(256, dtype=np.uint8)
 _MASK_DIGITS[ord("1") : ord("9") + 1] = ord("0")
@@ -62,6 +67,10 @@ class _OtherType(Exception):
 
 class _Stopped(Exception):
     """The other half of the table failed to read (``_Reader._together``)."""
+
+
+class _Uncovered(Exception):
+    """A table's halves read other row counts than they counted: it is read whole."""
 
 
 def intervals(
@@ -185,11 +194,14 @@ class _Reader:
         width = len(self.read_cols) + bool(self.named_by)
         arrays = [np.empty(capacity, np.int64) for _ in range(width)]
         halves = None if exact else self._halves(where, capacity)
+        try:
+            if halves is not None:
+                rows, distinct = self._together(exprs, halves, arrays)
+        except _Uncovered:
+            halves = None
         if halves is None:
             sql = self._sql(exprs, where)
             rows, distinct = self._fill(sql, arrays, 0, capacity, exact)
-        else:
-            rows, distinct = self._together(exprs, halves, arrays)
         # Rows never written leave their pages unused in a view, unless most of the room is
         # left (then a copy lets it go).
         arrays = [a[:rows] if rows * 2 >= a.size else a[:rows].copy() for a in arrays]
@@ -201,67 +213,81 @@ class _Reader:
     def _fill(self, sql, arrays, at, limit, exact, stop=None) -> tuple[int, dict[bytes, int]]:
         """The query's rows (``limit`` at most) copied into ``arrays`` from row ``at``: (how
         many, their distinct names in the order they first occur -> their codes). Stops at a
-        batch once ``stop`` is set."""
+        batch once ``stop`` is set. The stream is closed on leaving, error or not (its
+        statement before the thread's connection is)."""
         n_int = len(self.read_cols)
         distinct: dict[bytes, int] = {}
         rows = at
-        for batch in self.trace._arrow.batches(sql, limit):
-            if stop is not None and stop.is_set():
-                raise _Stopped
-            n = batch[0].length
-            for k in range(n_int):
-                column = batch[k]
-                if column.format == INT64:
-                    into = arrays[k][rows : rows + n]
-                    into[:] = column.values()
-                    valid = column.valid()
-                    if valid is not None:
-                        into[~valid] = self.fills[k]
-                elif column.format == NULL:
-                    arrays[k][rows : rows + n] = self.fills[k]
-                elif exact:
-                    raise ArrowReadError(f"column {self.read_cols[k]} read as {column.format}")
-                else:
-                    raise _OtherType(self.read_cols[k])
-            if self.named_by:
-                if batch[n_int].format != BINARY:
-                    raise ArrowReadError(f"the names read as {batch[n_int].format}")
-                large = limit > arrow.PYARROW_ROWS
-                codes, values = _masked(*batch[n_int].binary(), large)
-                mapping = np.array(
-                    [distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64
-                )
-                arrays[-1][rows : rows + n] = mapping[codes] if mapping.size else codes
-            rows += n
+        with closing(self.trace._arrow.batches(sql, limit)) as batches:
+            for batch in batches:
+                if stop is not None and stop.is_set():
+                    raise _Stopped
+                n = batch[0].length
+                for k in range(n_int):
+                    column = batch[k]
+                    if column.format == INT64:
+                        into = arrays[k][rows : rows + n]
+                        into[:] = column.values()
+                        valid = column.valid()
+                        if valid is not None:
+                            into[~valid] = self.fills[k]
+                    elif column.format == NULL:
+                        arrays[k][rows : rows + n] = self.fills[k]
+                    elif exact:
+                        raise ArrowReadError(f"column {self.read_cols[k]} read as {column.format}")
+                    else:
+                        raise _OtherType(self.read_cols[k])
+                if self.named_by:
+                    if batch[n_int].format != BINARY:
+                        raise ArrowReadError(f"the names read as {batch[n_int].format}")
+                    large = limit > arrow.PYARROW_ROWS
+                    codes, values = _masked(*batch[n_int].binary(), large)
+                    mapping = np.array(
+                        [distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64
+                    )
+                    arrays[-1][rows : rows + n] = mapping[codes] if mapping.size else codes
+                rows += n
         return rows - at, distinct
 
     def _halves(self, where: str, capacity: int) -> list[tuple[str, int, int]] | None:
         """A table of more than ``SPLIT_ROWS`` rows, on a machine of two cores, in two parts
-        by rowid: for each, (its condition, the row its rows go from, its rows at most), the
-        first's rows counted; None where there is one part (no rowid, a part empty)."""
+        by rowid: for each, (its condition, the row its rows go from, its rows). None, and the
+        table is read whole, where it has no rowid, where the parts' counts do not add up to
+        the table's (a damaged tree, whose seeks miss rows a whole read walks), or where the
+        budget left is near what the read and the counts take (so a read the budget allows
+        whole is never stopped because it was split)."""
         rowid = self.trace._rowid_name(self.table)
         if capacity <= SPLIT_ROWS or arrow.READERS < 2 or rowid is None:
             return None
+        cost = capacity * ((len(self.read_cols) + 2) * arrow.OPS_PER_VALUE + COUNT_OPS_PER_ROW)
+        if self.trace._budget.left() < SPLIT_BUDGET_MARGIN * cost:
+            return None
         table = f'"{self.table}"'
-        # (min and max of the rowid are found in the table's tree, not by a scan)
-        low = self.trace._fetch(self.table, f"SELECT min({rowid}) FROM {table}")[0][0]
-        high = self.trace._fetch(self.table, f"SELECT max({rowid}) FROM {table}")[0][0]
-        if not isinstance(low, int) or not isinstance(high, int):
+        try:
+            # (min and max of the rowid are found in the table's tree, not by a scan)
+            low = self.trace._fetch(self.table, f"SELECT min({rowid}) FROM {table}")[0][0]
+            high = self.trace._fetch(self.table, f"SELECT max({rowid}) FROM {table}")[0][0]
+            if not isinstance(low, int) or not isinstance(high, int):
+                return None
+            middle = low + (high - low) // 2 + 1
+            parts = [f"{rowid} < {middle}", f"{rowid} >= {middle}"]
+            counts = [
+                int(self.trace._fetch(self.table, f"SELECT count(*) FROM {table} WHERE {p}")[0][0])
+                for p in parts
+            ]
+        except TraceError:
+            return None  # no rowid after all (WITHOUT ROWID), or a damaged tree: read whole
+        first, second = counts
+        if first + second != capacity or not first or not second:
             return None
-        middle = low + (high - low) // 2 + 1
-        sql = f"SELECT count(*) FROM {table} WHERE {rowid} < {middle}"
-        first = int(self.trace._fetch(self.table, sql)[0][0])
-        if not 0 < first < capacity:
-            return None
-        return [
-            (f"{where} AND {rowid} < {middle}", 0, first),
-            (f"{where} AND {rowid} >= {middle}", first, capacity - first),
-        ]
+        return [(f"{where} AND {parts[0]}", 0, first), (f"{where} AND {parts[1]}", first, second)]
 
     def _together(self, exprs, halves, arrays) -> tuple[int, dict[bytes, int]]:
-        """The two parts of ``halves`` read at once, the second on a thread of its own, into
-        ``arrays``: the second's rows then moved to follow the first's, and its names' codes
-        made those of the names of both. The first error stops both (at their next batch)."""
+        """The two parts of ``halves`` read at once, the second on a thread of its own (its
+        connection closed after), into ``arrays``: the second's rows then moved to follow
+        the first's, and its names' codes made those of the names of both. The first error,
+        or a signal, stops both at their next batch. Raises ``_Uncovered`` where an
+        unfiltered table's halves read other row counts than they counted."""
         stop = threading.Event()
 
         def fill(part):
@@ -272,14 +298,25 @@ class _Reader:
                 stop.set()
                 raise
 
+        def fill_second():
+            try:
+                return fill(halves[1])
+            finally:
+                self.trace._arrow.release()
+
         with ThreadPoolExecutor(1, thread_name_prefix="nsysprobe-read") as pool:
-            second = pool.submit(fill, halves[1])
+            second = pool.submit(fill_second)
             try:
                 rows, distinct = fill(halves[0])
+                more, names = second.result()
             except _Stopped:
-                second.result()  # raises the error that stopped the first part
+                second.result()  # raises the error that stopped the first half
                 raise
-            more, names = second.result()
+            except BaseException:
+                stop.set()  # (a signal while waiting for the second half)
+                raise
+        if not self.where and (rows, more) != (halves[0][2], halves[1][2]):
+            raise _Uncovered
         at = halves[1][1]
         for a in arrays if rows < at else ():  # rows of the first part left out (``where``)
             for lo in range(0, more, MOVE_ROWS):

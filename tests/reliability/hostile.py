@@ -49,6 +49,56 @@ def crafted(folder: Path, *sql: str, name: str = "trace.sqlite", base: Path = BA
     return path
 
 
+def patch_rowid(path: Path, table: str, old: int, new: int) -> None:
+    """Rewrite, in the file's bytes, the rowid ``old`` of ``table``'s leaf cell as ``new``
+    (both two-byte varints, 128-16383): a damaged tree whose rowid seeks and whole scans
+    disagree. Walks the table's b-tree from its root page (SQLite's file format: interior
+    table pages 0x05, leaf pages 0x0D)."""
+    (root,) = (
+        sqlite3.connect(path)
+        .execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,))
+        .fetchone()
+    )
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    size = 65536 if size == 1 else size
+    assert 128 <= old < 16384 and 128 <= new < 16384
+
+    def varint(i: int) -> tuple[int, int]:
+        value = 0
+        for k in range(9):
+            byte = data[i + k]
+            if k == 8:
+                return (value << 8) | byte, i + 9
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                return value, i + k + 1
+        raise AssertionError
+
+    def find(page: int) -> int | None:
+        base = (page - 1) * size
+        head = base + (100 if page == 1 else 0)
+        kind, cells = data[head], int.from_bytes(data[head + 3 : head + 5], "big")
+        pointers = head + (8 if kind == 0x0D else 12)
+        children = []
+        for k in range(cells):
+            cell = base + int.from_bytes(data[pointers + 2 * k : pointers + 2 * k + 2], "big")
+            if kind == 0x0D:
+                _, at = varint(cell)  # the payload's size, then the rowid
+                if varint(at)[0] == old:
+                    return at
+            else:
+                children.append(int.from_bytes(data[cell : cell + 4], "big"))
+        if kind == 0x05:
+            children.append(int.from_bytes(data[head + 8 : head + 12], "big"))
+        return next((at for c in children if (at := find(c)) is not None), None)
+
+    at = find(root)
+    assert at is not None, f"rowid {old} not found"
+    data[at : at + 2] = bytes([0x80 | (new >> 7), new & 0x7F])
+    path.write_bytes(data)
+
+
 def run_cli(
     *args: str,
     timeout: float = 180,

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from independent import query
-from reliability.hostile import crafted
+from reliability.hostile import crafted, patch_rowid
 
 from nsysprobe.trace import arrow, intervals
 from nsysprobe.trace.reader import Trace
@@ -336,6 +336,42 @@ def test_the_first_half_failing_stops_the_second(tmp_path, halves, monkeypatch):
     assert second < 1900 / 4, second
 
 
+def test_a_tree_whose_halves_miss_rows_is_read_whole(tmp_path, halves):
+    # A rowid of the first half's leaves made larger than the middle: a whole scan walks every
+    # leaf, but the first half's seek stops at it. The halves' counts do not add up to the
+    # table's: it is read whole, the rows of a whole read.
+    path = crafted(tmp_path)
+    patch_rowid(path, KERNEL, 190, 5000)
+    assert read_table(path, KERNEL) == expected_rows(path, KERNEL, READS[KERNEL][1])
+    assert not [q for q in halves if "rowid" in q]
+
+
+def test_a_table_without_rowids_is_read_whole(tmp_path, halves):
+    path = crafted(
+        tmp_path,
+        "CREATE TABLE copied (start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER, "
+        "correlationId INTEGER PRIMARY KEY, globalPid INTEGER, shortName INTEGER) WITHOUT ROWID",
+        f"INSERT INTO copied SELECT start, end, deviceId, streamId, correlationId, globalPid, "
+        f"shortName FROM {KERNEL}",
+        f"DROP TABLE {KERNEL}",
+        f"ALTER TABLE copied RENAME TO {KERNEL}",
+    )
+    got = read_table(path, KERNEL)
+    rows = query(path, f"SELECT start, end, correlationId FROM {KERNEL}")
+    assert len(got["start"]) == len(rows) > 64
+    assert sorted(zip(got["start"], got["end"], got["correlationId"])) == sorted(rows)
+
+
+def test_split_reads_keep_one_connection(tmp_path, halves):
+    # The second half's thread closes its connection: an open export read again and again
+    # holds the reading thread's connection only.
+    with Trace(SAMPLE_TRACES / "h200_pinned.sqlite") as t:
+        for _ in range(5):
+            t.kernels()
+        assert len(t._arrow._opened) == 1
+    assert sum("rowid >=" in q for q in halves) == 5
+
+
 def test_nvtx_read_in_two_halves_keeps_each_rows_name(tmp_path, halves):
     # Rows of the first half that are not ranges (marks) are left out by the query, so its
     # rows end before the second half's begin: those are moved down. Names from text and from
@@ -383,8 +419,6 @@ def test_a_signal_stops_every_table_read_at_once(split_rows, tmp_path, monkeypat
     # once, or whole); a SIGALRM raising KeyboardInterrupt lands while the driver reads: the
     # call raises it, each reader stops at its next batch (far sooner than the whole read),
     # and none is left running.
-    import signal
-    import threading
     import time
 
     monkeypatch.setattr(arrow, "BATCH_ROWS", 64)
@@ -402,20 +436,81 @@ def test_a_signal_stops_every_table_read_at_once(split_rows, tmp_path, monkeypat
     whole_s = time.monotonic() - began
     assert len(whole["kernels"]) == 7780 * 32
 
+    took = _interrupted(
+        path, lambda t: t.read_together({"kernels": t.kernels, "runtime": t.runtime}), whole_s / 10
+    )
+    assert took < whole_s / 2, whole_s
+
+
+def _interrupted(path, read, after_s: float) -> float:
+    """Seconds ``read(trace)`` of ``path`` took to raise the KeyboardInterrupt a SIGALRM
+    raises ``after_s`` into it; no reading thread left after."""
+    import signal
+    import threading
+    import time
+
     def ring(*_):
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, whole_s / 10)
+    signal.setitimer(signal.ITIMER_REAL, after_s)
     began = time.monotonic()
     try:
         with Trace(path) as t, pytest.raises(KeyboardInterrupt):
-            t.read_together({"kernels": t.kernels, "runtime": t.runtime})
+            read(t)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert not [th for th in threading.enumerate() if th.name.startswith("nsysprobe-read")]
-    assert time.monotonic() - began < whole_s / 2, whole_s
+    return time.monotonic() - began
+
+
+def test_a_read_near_the_budgets_end_ends_as_a_whole_read(halves, monkeypatch):
+    # The halves' counts are work too: a read is split only where the budget left holds
+    # several times the read and the counts, so whatever the budget, the read ends as a whole
+    # read does (its rows, or the one-line error), and with room it is split.
+    from nsysprobe.errors import TraceError
+    from nsysprobe.trace import connection
+
+    monkeypatch.setattr(connection, "OPS_PER_CHECK", 1)
+    monkeypatch.setattr(connection, "_OPS_PER_BYTE", 0)
+
+    def outcome(split_rows: int, ops: int):
+        monkeypatch.setattr(intervals, "SPLIT_ROWS", split_rows)
+        monkeypatch.setattr(connection, "_MIN_OPS", ops)
+        try:
+            with Trace(SAMPLE_TRACES / "h200_pinned.sqlite") as t:
+                return t.kernels()["start"].tolist()
+        except TraceError as error:
+            return str(error)
+
+    budgets = range(0, 800_000, 20_000)
+    whole = [outcome(1 << 60, ops) for ops in budgets]
+    assert [outcome(64, ops) for ops in budgets] == whole
+    assert isinstance(whole[0], str) and isinstance(whole[-1], list)
+    assert any("rowid >=" in q for q in halves)  # (split where the budget had room)
+
+
+def test_a_signal_while_waiting_for_the_second_half_stops_it(tmp_path, monkeypatch):
+    # Read on the main thread (a library call): the first half is one row (its rowid moved far
+    # below the rest), so the signal lands while the second half's 250,000 rows are read, in
+    # batches of 64. It is raised at once, the second half stops at its next batch.
+    import time
+
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 64)
+    monkeypatch.setattr(arrow, "READERS", 2)
+    monkeypatch.setattr(intervals, "SPLIT_ROWS", 1000)
+    path = crafted(
+        tmp_path,
+        *[f"INSERT INTO {KERNEL} SELECT * FROM {KERNEL}"] * 5,
+        f"UPDATE {KERNEL} SET rowid = -4611686018427387904 WHERE rowid = 1",
+    )
+    began = time.monotonic()
+    with Trace(path) as t:
+        assert len(t.kernels()) == 7780 * 32
+    whole_s = time.monotonic() - began
+
+    assert _interrupted(path, lambda t: t.kernels(), whole_s / 10) < whole_s / 2, whole_s
 
 
 @pytest.mark.parametrize("fast_first", [True, False])
