@@ -136,7 +136,13 @@ class Planted:
         self.where: dict[str, str] = {}
 
     def marker(self, where: str) -> str:
+        # A key's form: 18 hex digits with a letter among them. The scrubber reads a run of
+        # digits as one ``#`` (its plans are kept per pattern), so ``zq`` and 18 decimal
+        # digits (one draw in ~4,700) reads as ``zq#``: behind ``ghp_``, three characters, no
+        # GitHub token (a fresh-clone test run of 6b24aa0 drew one, 2026-12-05).
         m = "zq" + secrets.token_hex(9)
+        while m[2:].isdigit():
+            m = "zq" + secrets.token_hex(9)
         self.where[m] = where
         return m
 
