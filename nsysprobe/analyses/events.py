@@ -135,7 +135,11 @@ class Events:
         # of a PyTorch trace's), then the largest tables: the two readers end near together.
         first = ["nvtx", "runtime", "osrt", "kernels"]
         order = [*first, *(k for k in readers if k not in first)]
-        got = trace.read_together({k: readers[k] for k in order})
+        # Last, the NVTX domains' names (``Lookups``), a scan of the NVTX table: on the core
+        # the other tables leave while the NVTX ranges are still read.
+        got = trace.read_together(
+            {**{k: readers[k] for k in order}, "domains": lambda: trace.nvtx_domains}
+        )
         frames = {k: got[k] for k in readers}
         dropped = {k: int(v.dropped) for k, v in frames.items()}
         left_out = _leave_out_unowned(frames)

@@ -18,7 +18,11 @@ code in 'Compute': cpu; [27,35) munmap: os_call; [39,40) inside the launch: laun
 
 from __future__ import annotations
 
+import threading
+from functools import cached_property
+
 import pytest
+from independent import query
 
 from nsysprobe.analyses import rows as rows_module
 from nsysprobe.analyses.account import analyze_account
@@ -30,8 +34,10 @@ from nsysprobe.analyses.overlap import analyze_overlap
 from nsysprobe.analyses.steps import analyze_steps
 from nsysprobe.analyses.transfers import analyze_transfers
 from nsysprobe.errors import InputError
+from nsysprobe.trace import arrow, nvtx
 from nsysprobe.trace.reader import Trace
 
+from conftest import SAMPLE_TRACES
 from exports import MAIN_TID, WORKER_TID, Export
 
 MS = 1_000_000
@@ -468,3 +474,26 @@ def analyze_steps_of(path):
     import nsysprobe
 
     return nsysprobe.analyze(path).steps
+
+
+def test_the_nvtx_domains_are_read_beside_the_event_tables(monkeypatch):
+    # Their scan of the NVTX table runs on a reading thread, with the tables; its result is
+    # the domain-creation row's (by SQL: its process, domain and text).
+    path = SAMPLE_TRACES / "h200_empty_cache.sqlite"
+    threads = []
+
+    def domains(trace):
+        threads.append(threading.current_thread().name)
+        return nvtx.nvtx_domains(trace)
+
+    monkeypatch.setattr(arrow, "READERS", 2)
+    monkeypatch.setattr(Trace, "nvtx_domains", cached_property(domains), raising=True)
+    Trace.nvtx_domains.__set_name__(Trace, "nvtx_domains")
+    with Trace(path) as trace:
+        events = Events.load(trace)
+    (pid, domain, text), *_ = query(
+        path,
+        "SELECT (globalTid >> 24) & 16777215, domainId, text FROM NVTX_EVENTS WHERE eventType = 75",
+    )
+    assert events.lookups.nvtx_domains == {(pid, domain): text}
+    assert len(threads) == 1 and threads[0].startswith("nsysprobe-read")
