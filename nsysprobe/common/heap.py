@@ -25,9 +25,9 @@ both; OS-runtime-heavy 609-610 MiB against 616-622 MiB, 12.7 s against 12.4-13.2
 numpy advises the kernel to back each array of 4 MiB or more with huge pages. Where
 transparent huge pages are on ``madvise`` with ``defrag`` on ``madvise`` too (this project's
 machine, and the default of several distributions), a first touch of such an array takes a free
-2 MiB block, or stalls on a compaction that makes one. So the advice stands only while the
-kernel holds ``HUGE_FREE_BYTES`` free in blocks of 2 MiB or more (``/proc/buddyinfo``), and is
-turned off otherwise. Both states were measured on this machine:
+block of a huge page (2 MiB here), or stalls on a compaction that makes one. So the advice
+stands only while the kernel holds ``HUGE_FREE_BYTES`` free in such blocks or larger ones
+(``/proc/buddyinfo``), and is turned off otherwise. Both states were measured on this machine:
 
 - 2026-12-02, 10:30 UTC (the free blocks not recorded; the stalls say few): with the advice
   (``NUMPY_MADVISE_HUGEPAGE=1`` against 0, two runs each) the OS-runtime-heavy 1e6 replica
@@ -60,7 +60,7 @@ def map_large_arrays() -> None:
     """From now on, in this process: every C block of ``LARGE_BYTES`` or more is mapped on
     its own and unmapped when freed (glibc no longer moves the threshold), threads allocate
     from one arena, and numpy advises huge pages only where the kernel holds
-    ``HUGE_FREE_BYTES`` free in 2 MiB blocks."""
+    ``HUGE_FREE_BYTES`` free in blocks of a huge page (``free_huge_bytes``)."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BYTES)

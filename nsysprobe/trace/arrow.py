@@ -140,7 +140,8 @@ class Driver:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             with self._lock:
-                self._opened.remove(conn)
+                if conn in self._opened:  # (not closed already with the export)
+                    self._opened.remove(conn)
             del self._local.conn
             conn.close()
 
