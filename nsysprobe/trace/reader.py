@@ -84,6 +84,7 @@ from nsysprobe.trace.connection import (
     locked_message,
     private_copy,
     read_failed,
+    settle_copy,
     table_kinds,
 )
 from nsysprobe.trace.metadata import Strings
@@ -119,7 +120,10 @@ class Trace:
             self._uri += "&immutable=1"
         elif wal:
             self._copy = private_copy(self.path)
-            self._uri = (self._copy / self.path.name).as_uri() + "?mode=ro"
+            copy = self._copy / self.path.name
+            # Its pending pages written into it, the copy is a plain file nothing changes.
+            settled = settle_copy(copy)
+            self._uri = copy.as_uri() + ("?mode=ro&immutable=1" if settled else "?mode=ro")
         self._budget = WorkBudget(self.path, os.path.getsize(self.path))
         # The export read through ADBC's SQLite driver (``arrow``), on the same URI; it
         # connects on the first read, a connection per reading thread.

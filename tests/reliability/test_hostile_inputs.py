@@ -250,6 +250,32 @@ def test_a_wal_database_with_a_pending_log_is_read_and_left_alone(tmp_path):
         writer.close()
 
 
+def test_a_pending_wal_is_read_from_a_copy_settled_into_one_file(tmp_path):
+    # Read in WAL mode, the copy's -shm was mapped by two SQLite libraries whose locks do not
+    # see each other (Python's and the ADBC driver's): a bus error, now and then. Its pending
+    # pages written into it, the copy is read as a plain file: no -wal, no -shm, the pending
+    # kernel there.
+    from nsysprobe.trace.connection import settle_copy
+    from nsysprobe.trace.reader import Trace
+
+    path, writer = _pending_wal(tmp_path)
+    writer.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1"
+    )
+    try:
+        with Trace(path) as trace:
+            assert trace._uri.endswith("?mode=ro&immutable=1")
+            got = trace.read_together({"kernels": trace.kernels, "runtime": trace.runtime})
+            assert len(got["kernels"]) == 7781
+            assert [p.name for p in trace._copy.iterdir()] == [path.name]
+    finally:
+        writer.close()
+    # A file SQLite cannot take is left in WAL mode, read as before.
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    assert settle_copy(garbage) is False
+
+
 # -- the terminal trusts the trace ------------------------------------------------------------
 
 
