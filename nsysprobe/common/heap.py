@@ -77,10 +77,8 @@ def free_huge_bytes(path: str | None = None) -> int:
     """Bytes free in blocks of a huge page or more (``HUGE_PAGE``: 2 MiB, or what the kernel
     says), over every zone of ``/proc/buddyinfo`` (a line per zone: ``Node 0, zone Normal``
     then the count of free blocks of 1, 2, 4... pages); 0 where it cannot be read."""
-    try:
-        with open(path or BUDDYINFO, encoding="ascii", errors="replace") as f:
-            text = f.read()
-    except OSError:
+    text = _read(path or BUDDYINFO)
+    if text is None:
         return 0
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     huge = max(0, (_huge_page_bytes() // page).bit_length() - 1)  # its order
@@ -95,9 +93,14 @@ def free_huge_bytes(path: str | None = None) -> int:
 def _huge_page_bytes() -> int:
     """The size of a transparent huge page: 2 MiB on x86-64, more on kernels of 16 or 64 KiB
     pages."""
-    try:
-        with open(HUGE_PAGE, encoding="ascii", errors="replace") as f:
-            text = f.read().strip()
-    except OSError:
-        return 2 << 20
+    text = (_read(HUGE_PAGE) or "").strip()
     return int(text) if text.isascii() and text.isdigit() and int(text) > 0 else 2 << 20
+
+
+def _read(path: str) -> str | None:
+    """A kernel file's text (any bytes read), or None where it cannot be read."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None

@@ -99,7 +99,8 @@ class Driver:
         # nanoarrow raises a stream's error as NanoarrowException, a RuntimeError it does not
         # export; pyarrow as an ArrowException.
         errors: tuple = (adbc_driver_manager.Error, RuntimeError, OSError)
-        if rows > PYARROW_ROWS:
+        large = rows > PYARROW_ROWS
+        if large:
             import pyarrow as pa
 
             errors += (pa.ArrowException,)
@@ -109,7 +110,7 @@ class Driver:
             statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             statement.set_sql_query(sql)
             handle, _ = statement.execute_query()
-            if rows > PYARROW_ROWS:
+            if large:
                 stream = pa.RecordBatchReader._import_from_c(handle.address)
                 arrays = ([nanoarrow.c_array(c) for c in b.columns] for b in stream)
             else:
@@ -128,7 +129,7 @@ class Driver:
             raise ArrowReadError(_one_line(exc)) from None
         finally:
             # The stream before its statement.
-            if stream is not None and rows > PYARROW_ROWS:
+            if stream is not None and large:
                 stream.close()
             elif stream is not None:
                 stream.release()

@@ -69,10 +69,6 @@ class _Stopped(Exception):
     """The other half of the table failed to read (``_Reader._together``)."""
 
 
-class _Uncovered(Exception):
-    """A table's halves read other row counts than they counted: it is read whole."""
-
-
 def intervals(
     trace,
     table: str,
@@ -194,14 +190,8 @@ class _Reader:
         width = len(self.read_cols) + bool(self.named_by)
         arrays = [np.empty(capacity, np.int64) for _ in range(width)]
         halves = None if exact else self._halves(where, capacity)
-        try:
-            if halves is not None:
-                rows, distinct = self._together(exprs, halves, arrays)
-        except _Uncovered:
-            halves = None
-        if halves is None:
-            sql = self._sql(exprs, where)
-            rows, distinct = self._fill(sql, arrays, 0, capacity, exact)
+        got = self._together(exprs, halves, arrays) if halves else None
+        rows, distinct = got or self._fill(self._sql(exprs, where), arrays, 0, capacity, exact)
         # Rows never written leave their pages unused in a view, unless most of the room is
         # left (then a copy lets it go).
         arrays = [a[:rows] if rows * 2 >= a.size else a[:rows].copy() for a in arrays]
@@ -242,9 +232,7 @@ class _Reader:
                         raise ArrowReadError(f"the names read as {batch[n_int].format}")
                     large = limit > arrow.PYARROW_ROWS
                     codes, values = _masked(*batch[n_int].binary(), large)
-                    mapping = np.array(
-                        [distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64
-                    )
+                    mapping = _coded(distinct, values)
                     arrays[-1][rows : rows + n] = mapping[codes] if mapping.size else codes
                 rows += n
         return rows - at, distinct
@@ -286,8 +274,8 @@ class _Reader:
         """The two parts of ``halves`` read at once, the second on a thread of its own (its
         connection closed after), into ``arrays``: the second's rows then moved to follow
         the first's, and its names' codes made those of the names of both. The first error,
-        or a signal, stops both at their next batch. Raises ``_Uncovered`` where an
-        unfiltered table's halves read other row counts than they counted."""
+        or a signal, stops both at their next batch. None (read it whole) where an unfiltered
+        table's halves read other row counts than they counted."""
         stop = threading.Event()
 
         def fill(part):
@@ -316,16 +304,15 @@ class _Reader:
                 stop.set()  # (a signal while waiting for the second half)
                 raise
         if not self.where and (rows, more) != (halves[0][2], halves[1][2]):
-            raise _Uncovered
+            return None
         at = halves[1][1]
         for a in arrays if rows < at else ():  # rows of the first part left out (``where``)
             for lo in range(0, more, MOVE_ROWS):
                 n = min(MOVE_ROWS, more - lo)
                 a[rows + lo : rows + lo + n] = a[at + lo : at + lo + n]
         if self.named_by and names:
-            mapping = np.array([distinct.setdefault(v, len(distinct)) for v in names], np.int64)
             codes = arrays[-1][rows : rows + more]
-            codes[:] = mapping[codes]
+            codes[:] = _coded(distinct, names)[codes]
         return rows + more, distinct
 
     def _checked(self, arrays, names, total):
@@ -366,6 +353,11 @@ def _masked(offsets: np.ndarray, data: np.ndarray, large: bool) -> tuple[np.ndar
     distinct: dict[bytes, int] = {}
     codes = [distinct.setdefault(text[a:b], len(distinct)) for a, b in zip(cuts, cuts[1:])]
     return np.array(codes, dtype=np.int64), list(distinct)
+
+
+def _coded(distinct: dict[bytes, int], values) -> np.ndarray:
+    """The codes of ``values`` among ``distinct`` (name -> code), those not in it added."""
+    return np.array([distinct.setdefault(v, len(distinct)) for v in values], dtype=np.int64)
 
 
 def _used(codes: np.ndarray, names: list[bytes]) -> tuple[np.ndarray, list[bytes]]:
