@@ -15,6 +15,7 @@ findings, which the ``capture_incomplete`` verdict reads. Adding an analysis is 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,11 @@ class Missing:
     fix: str | None = None
 
 
+# Run first, alone but for each other (``run_all``): the account makes its idle pieces on a
+# second core (``account.process``), and the steps share its step windows.
+FIRST = ("account", "steps")
+
+
 @dataclass
 class Run:
     """One report's analyses under way: the events, the options, and each analysis's result
@@ -61,12 +67,38 @@ class Run:
     topology: Topology | None = None
     timeline: bool = False
     results: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _started: dict[str, threading.Event] = field(default_factory=dict, repr=False)
+    _failed: dict[str, BaseException] = field(default_factory=dict, repr=False)
 
     def get(self, name: str) -> Any:
         """The result of the analysis ``name`` (a ``Missing`` when it has none), run now when
         it has not run yet."""
-        if name not in self.results:
-            self.results[name] = BY_NAME[name].run(self)
+        return self.once(name, BY_NAME[name].run)
+
+    def once(self, name: str, make: Callable[[Run], Any]) -> Any:
+        """``results[name]``, made by ``make(self)`` the first time it is asked for. Asked
+        for by two threads at once, it is made once: the second waits for it (and for the
+        error that stopped it)."""
+        with self._lock:
+            if name in self.results:
+                return self.results[name]
+            done = self._started.get(name)
+            mine = done is None
+            if mine:
+                done = self._started[name] = threading.Event()
+        if not mine:
+            done.wait()
+            if name in self._failed:
+                raise self._failed[name]
+            return self.results[name]
+        try:
+            self.results[name] = make(self)
+        except BaseException as exc:
+            self._failed[name] = exc
+            raise
+        finally:
+            done.set()
         return self.results[name]
 
     def found(self, name: str) -> Any:
@@ -91,10 +123,12 @@ def _gpu(run: Run) -> bool:
 
 def _steps_found(run: Run):
     """The step ranges and their windows (None when no range repeats)."""
-    if "_windows" not in run.results:
+
+    def make(run: Run):
         found = find_steps(run.events, run.step_range)
-        run.results["_windows"] = (found, None if found is None else found.windows(run.events))
-    return run.results["_windows"]
+        return found, None if found is None else found.windows(run.events)
+
+    return run.once("_windows", make)
 
 
 def _steps(run: Run):
@@ -293,7 +327,36 @@ BY_NAME = {a.name: a for a in ANALYSES}
 
 
 def run_all(run: Run) -> list[tuple[Analysis, Missing]]:
-    """Every analysis run (the timeline when asked for); what each lacked, in order."""
-    for a in ANALYSES:
-        run.get(a.name)
+    """Every analysis run (the timeline when asked for); what each lacked, in order.
+
+    ``FIRST`` first, then the others, each set from both ends (``_from_both_ends``). The
+    first error in ``ANALYSES``' order is raised."""
+    for names in (FIRST, [a.name for a in ANALYSES if a.name not in FIRST]):
+        _from_both_ends(run, names)
     return [(a, r) for a in ANALYSES if isinstance(r := run.results[a.name], Missing)]
+
+
+def _from_both_ends(run: Run, names) -> None:
+    """Run the analyses ``names`` on two cores: this thread from the first, a helper thread
+    from the last, each once (``Run.once``: a thread that wants an analysis the other has
+    under way waits for it). Signals reach this thread, so Ctrl-C stops the analyses here;
+    the helper stops before its next one."""
+    stop = threading.Event()
+
+    def helper() -> None:
+        for name in reversed(names):
+            if stop.is_set():
+                return
+            try:
+                run.get(name)
+            except BaseException:  # noqa: BLE001 -- raised again here when this thread asks
+                return
+
+    thread = threading.Thread(target=helper, name="nsysprobe-analysis", daemon=True)
+    thread.start()
+    try:
+        for name in names:
+            run.get(name)
+    finally:
+        stop.set()
+    thread.join()

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import re
 import tempfile
+import threading
 from bisect import bisect_right
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,34 @@ COPY_RANGES = [
     "h200_offload_inference.sqlite",
     "h200_worker_respawn.sqlite",
 ]
+
+
+def test_the_idle_pieces_made_on_a_second_thread_sum_as_those_made_in_one(monkeypatch):
+    # The account's idle pieces come from a thread of their own (``common.ahead``), many
+    # runs of 64 intervals; made in the caller's thread instead, the report is the same.
+    from nsysprobe.analyses.account import process
+    from nsysprobe.report.saved import to_json
+
+    monkeypatch.setattr(account_module, "INTERVALS_PER_RUN", 64)
+    made_on = []
+    idle_pieces = process.idle_pieces
+
+    def recorded(*args):
+        made_on.append(threading.current_thread().name)
+        return idle_pieces(*args)
+
+    monkeypatch.setattr(process, "idle_pieces", recorded)
+    trace = real_trace("h200_pinned.sqlite")
+    two = to_json(nsysprobe_analyze(trace))
+
+    @contextmanager
+    def in_this_thread(make):
+        yield make()
+
+    monkeypatch.setattr(process, "ahead", in_this_thread)
+    one = to_json(nsysprobe_analyze(trace))
+    assert made_on == ["nsysprobe-ahead", "MainThread"]
+    assert two == one
 
 
 @pytest.mark.parametrize("name", COPY_RANGES)

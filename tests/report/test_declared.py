@@ -4,7 +4,10 @@ and what one lacks is its skipped row with its declared fix."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+
+import pytest
 
 import nsysprobe
 from nsysprobe.render.report_sections import SECTIONS
@@ -95,3 +98,95 @@ def test_an_analysis_added_as_a_row_is_run_listed_and_skipped_with_its_fix(build
     report = nsysprobe.analyze(build(ex))
     assert ran == [True]
     assert report.skipped[-1] == Skipped("toy", "no toy data in the trace", "profile with --toy")
+
+
+def _replaced(monkeypatch, rows: dict[str, Analysis]) -> None:
+    analyses = tuple(rows.get(a.name, a) for a in ANALYSES)
+    monkeypatch.setattr(declared, "ANALYSES", analyses)
+    monkeypatch.setattr(declared, "BY_NAME", {a.name: a for a in analyses})
+
+
+def test_every_analysis_runs_once_on_two_threads_and_the_report_is_the_one_thread_report(
+    monkeypatch,
+):
+    trace = ROOT / "sample_traces/h200_baseline.sqlite"
+    with monkeypatch.context() as one_thread:
+        one_thread.setattr(declared, "_from_both_ends", lambda run, names: [*map(run.get, names)])
+        alone = nsysprobe.analyze(trace)
+    ran: list[tuple[str, str]] = []
+
+    def counted(a: Analysis) -> Analysis:
+        def run(r):
+            ran.append((a.name, threading.current_thread().name))
+            return a.run(r)
+
+        return Analysis(a.name, a.module, a.needs, a.fix, run, a.shown)
+
+    _replaced(monkeypatch, {a.name: counted(a) for a in ANALYSES})
+    both = nsysprobe.analyze(trace)
+    names = [name for name, _ in ran]
+    assert len(names) == len(set(names))
+    # The account makes the arrivals with the accounts.
+    assert set(names) == {a.name for a in ANALYSES} - {"arrivals"}
+    assert {t for _, t in ran} == {"MainThread", "nsysprobe-analysis"}
+    from nsysprobe.render import render
+
+    for fmt in ("text", "json", "markdown"):
+        assert render(both, fmt) == render(alone, fmt)
+
+
+def test_the_first_error_in_the_declared_order_is_raised_whichever_thread_failed_first(
+    monkeypatch, build
+):
+    later_failed = threading.Event()
+
+    def first(run):
+        # Wait until the helper thread (from the last analysis) has failed its own.
+        assert later_failed.wait(10)
+        raise ValueError("the first analysis's error")
+
+    def later(run):
+        later_failed.set()
+        raise KeyError("a later analysis's error")
+
+    _replaced(
+        monkeypatch,
+        {
+            "python_frames": Analysis("python_frames", "python_frames", "-", "-", first),
+            "timeline": Analysis("timeline", "timeline", "-", "-", later, shown=False),
+        },
+    )
+    ex = Export()
+    ex.kernel(0, MS, launch_at=0)
+    with pytest.raises(ValueError, match="the first analysis's error"):
+        nsysprobe.analyze(build(ex))
+
+
+def test_an_analysis_two_threads_ask_for_is_made_once_and_both_get_its_result_or_error():
+    run = declared.Run(events=None, min_gap_ns=0)
+    started, release = threading.Event(), threading.Event()
+    calls = []
+
+    def make(r):
+        calls.append(threading.current_thread().name)
+        started.set()
+        assert release.wait(10)
+        return "made"
+
+    other = []
+    thread = threading.Thread(target=lambda: other.append(run.once("x", make)), name="other")
+    thread.start()
+    assert started.wait(10)
+    release.set()
+    assert run.once("x", make) == "made"
+    thread.join(10)
+    assert other == ["made"] and calls == ["other"]
+
+    def broken(r):
+        raise OSError("once")
+
+    with pytest.raises(OSError, match="once"):
+        run.once("y", broken)
+    with pytest.raises(OSError, match="once"):
+        run.once("y", make)  # not made again: the same error
+    assert calls == ["other"]

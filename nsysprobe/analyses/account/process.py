@@ -27,6 +27,7 @@ from nsysprobe.analyses.communication import nccl_issued
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.steps import find_steps
 from nsysprobe.analyses.windows import StepWindows
+from nsysprobe.common.ahead import ahead
 from nsysprobe.errors import InputError
 
 STEP_ROWS_LISTED = 2_000
@@ -106,35 +107,48 @@ def account(
     """The account of ``scope``'s process on its device, with its gaps longer than
     ``min_gap_ns``; with ``keep_spans``, its ``idle_spans`` too."""
     lo, hi = int(scope.win_s.min()), int(scope.win_e.max())
-    busy_names, (seg_s, seg_e, seg_k), layers, free = busy(scope)
-    busy_u = iv.union(seg_s, seg_e)
+    # The union of the busy segments below is the union of every operation: the idle time
+    # is known before the busy kinds' partition, and its pieces are made on a second core
+    # while the busy time is summed.
+    busy_u = iv.union(scope.ops["start"], scope.ops["end"])
     idle_s, idle_e = iv.complement(busy_u, lo, hi)
     first_work, last_work = (int(busy_u[0][0]), int(busy_u[1][-1])) if busy_u[0].size else (hi, hi)
-    labels = list(busy_names) + list(IDLE_CAUSES)
-    n_b = len(labels)
-    # Per window and bucket; details per (bucket, text). Busy segments and idle pieces are
-    # disjoint: each is cut at the window edges and summed on its own.
-    table = np.zeros((scope.win_s.size, n_b), dtype=np.int64)
-    # The details of the steady steps: of the periodic ones apart (``sum_into``).
-    details: tuple[dict[tuple[int, str], int], ...] = ({}, {})
-    sum_into(scope, table, details, seg_s, seg_e, seg_k, None, None)
-    del seg_s, seg_e, seg_k, busy_u
-    readback_bytes, texts, pieces = idle_pieces(scope, idle_s, idle_e, hi)
-    # The steady steps' pieces, kept when asked for (``Account.idle_spans``).
-    kept: list[tuple[np.ndarray, ...]] = [(np.empty(0, np.int64),) * 3]
-    steady_s, steady_e = scope.win_s[scope.steady], scope.win_e[scope.steady]
-    lo_s = int(steady_s[0]) if steady_s.size else hi
-    hi_s = int(steady_e[-1]) if steady_s.size else hi
-    # Gaps lie between two pieces of the process's GPU work, where no other process's work
-    # held the device.
-    held = iv.clip(scope.held, lo, hi)
-    gaps = GapSums(idle_s, idle_e, max(lo_s, first_work), min(hi_s, last_work), min_gap_ns, held)
-    for p_s, p_e, cause, detail in pieces:
-        sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)
-        gaps.add(p_s, p_e, cause, detail)
-        if keep_spans:
-            inside = (p_e > lo_s) & (p_s < hi_s)
-            kept.append((p_s[inside], p_e[inside], cause[inside]))
+    del busy_u
+
+    def idle():
+        readback_bytes, texts, pieces = idle_pieces(scope, idle_s, idle_e, hi)
+        yield readback_bytes, texts
+        yield from pieces
+
+    with ahead(idle) as pieces:
+        busy_names, (seg_s, seg_e, seg_k), layers, free = busy(scope)
+        labels = list(busy_names) + list(IDLE_CAUSES)
+        n_b = len(labels)
+        # Per window and bucket; details per (bucket, text). Busy segments and idle pieces
+        # are disjoint: each is cut at the window edges and summed on its own.
+        table = np.zeros((scope.win_s.size, n_b), dtype=np.int64)
+        # The details of the steady steps: of the periodic ones apart (``sum_into``).
+        details: tuple[dict[tuple[int, str], int], ...] = ({}, {})
+        sum_into(scope, table, details, seg_s, seg_e, seg_k, None, None)
+        del seg_s, seg_e, seg_k
+        # The steady steps' pieces, kept when asked for (``Account.idle_spans``).
+        kept: list[tuple[np.ndarray, ...]] = [(np.empty(0, np.int64),) * 3]
+        steady_s, steady_e = scope.win_s[scope.steady], scope.win_e[scope.steady]
+        lo_s = int(steady_s[0]) if steady_s.size else hi
+        hi_s = int(steady_e[-1]) if steady_s.size else hi
+        # Gaps lie between two pieces of the process's GPU work, where no other process's
+        # work held the device.
+        held = iv.clip(scope.held, lo, hi)
+        gaps = GapSums(
+            idle_s, idle_e, max(lo_s, first_work), min(hi_s, last_work), min_gap_ns, held
+        )
+        readback_bytes, texts = next(pieces)
+        for p_s, p_e, cause, detail in pieces:
+            sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)
+            gaps.add(p_s, p_e, cause, detail)
+            if keep_spans:
+                inside = (p_e > lo_s) & (p_s < hi_s)
+                kept.append((p_s[inside], p_e[inside], cause[inside]))
     spans = None
     if keep_spans:
         s_, e_, c_ = (np.concatenate(x) for x in zip(*kept))
