@@ -56,8 +56,11 @@ def _class(ranges) -> re.Pattern[str]:
 
 
 _UNSAFE = _class(_UNSAFE_RANGES)
-# The same, but newlines and tabs pass: for reports of many lines.
-_UNSAFE_IN_LINES = re.compile(f"(?![\n\t]){_UNSAFE.pattern}")
+# The same, but newlines and tabs pass: for reports of many lines; and of those, the ASCII
+# ones. (Classes, not a lookahead before each character: the JSON report of the 1e6 replica,
+# 3.8 MB of ASCII, in 0.013 s against 0.10 s.)
+_UNSAFE_IN_LINES = _class(((0x00, 0x08), (0x0B, 0x1F), *_UNSAFE_RANGES[1:]))
+_UNSAFE_ASCII_IN_LINES = _class(((0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x7F)))
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -76,7 +79,7 @@ def one_line(text: str) -> str:
 def printable(text: str) -> str:
     """``text`` with every control or format character escaped but newlines and tabs: what a
     report of many lines may print."""
-    return _UNSAFE_IN_LINES.sub(_escape, text)
+    return (_UNSAFE_ASCII_IN_LINES if text.isascii() else _UNSAFE_IN_LINES).sub(_escape, text)
 
 
 def name(text: str, limit: int = NAME_CHARS) -> str:

@@ -166,9 +166,11 @@ def _account(run: Run):
     if not _gpu(run):
         return Missing(NO_GPU)
     ev = run.events
-    windows = _steps_found(run)[1]
+    # A report of one process has its steps found once, for the account and the steps; one
+    # of several, each process's own (``analyze_account``), the report's found beside them.
+    found = {"steps": _steps_found(run)[1]} if len(ev.gpu_pids) == 1 else {}
     account = analyze_account(
-        ev, run.step_range, steps=windows, idle_spans=sampled(ev), min_gap_ns=run.min_gap_ns
+        ev, run.step_range, idle_spans=sampled(ev), min_gap_ns=run.min_gap_ns, **found
     )
     if not account.accounts:
         return Missing("no process's GPU work in the trace")

@@ -36,7 +36,7 @@ def report_dict(report: Report) -> dict:
             for a in accounts.accounts
         )
         accounts = dataclasses.replace(accounts, accounts=tuple(bare))
-    data = dataclasses.asdict(dataclasses.replace(report, timeline=None, account=accounts))
+    data = _plain(dataclasses.replace(report, timeline=None, account=accounts))
     del data["timeline"]
     out = {"schema_version": data.pop("schema_version"), "trace": data.pop("trace")}
     gaps = data["gaps"]
@@ -45,6 +45,27 @@ def report_dict(report: Report) -> dict:
         del account["communication_ops"], account["idle_spans"], account["idle_gaps"]
     out.update(data)
     return out
+
+
+def _plain(value):
+    """``dataclasses.asdict`` of a report's values (dataclasses, tuples, lists and dicts of
+    them, plain values), without its deep copy of every plain value: the dict is written out
+    at once. Tuples come back as lists, as JSON writes both."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    kind = type(value)
+    names = _FIELDS.get(kind)
+    if names is None:
+        is_one = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        names = _FIELDS[kind] = [f.name for f in dataclasses.fields(value)] if is_one else False
+    if names is False:
+        return value
+    return {n: _plain(getattr(value, n)) for n in names}
+
+
+_FIELDS: dict[type, list[str] | bool] = {}  # per type: its fields, False if no dataclass
 
 
 def to_json(report: Report) -> str:
