@@ -162,18 +162,11 @@ def test_the_idle_pieces_made_on_a_second_thread_sum_as_those_made_in_one(monkey
 
 
 @pytest.mark.parametrize("name", COPY_RANGES)
-@pytest.mark.parametrize("block_rows", [1 << 20, 7], ids=["one block", "blocks of 7 ranges"])
-def test_copy_ranges_are_the_innermost_nvtx_range_around_each_issuing_call(
-    name, block_rows, monkeypatch
-):
+def test_copy_ranges_are_the_innermost_nvtx_range_around_each_issuing_call(name):
     # By SQL: each host-to-device copy of the account's process and GPU starting in the steady
     # steps, its CUDA call (same process, same correlation id), the NVTX range on the call's
     # thread holding the call's start that started last (nested ranges: the innermost), its
-    # name with digits masked; copy time summed per name, largest first. The ranges around
-    # the calls looked for a block of rows at a time, the table in one block or many.
-    from nsysprobe.analyses.account import copies as copies_module
-
-    monkeypatch.setattr(copies_module, "HOLDING_BLOCK_ROWS", block_rows)
+    # name with digits masked; copy time summed per name, largest first.
     path = SAMPLE_TRACES / name
     with Trace(path) as trace:
         result = analyze_account(Events.load(trace))

@@ -13,9 +13,6 @@ from nsysprobe.analyses.account.tally import DETAILS_LISTED
 from nsysprobe.analyses.rows import label_at
 from nsysprobe.common.table import distinct
 
-# NVTX ranges looked through at a time for those around a thread's copies (``_holding``).
-HOLDING_BLOCK_ROWS = 1 << 20
-
 
 def copy_ranges(scope: Scope) -> tuple[Detail, ...]:
     """The steady steps' host-to-device copy time by the innermost NVTX range (numbers
@@ -30,32 +27,19 @@ def copy_ranges(scope: Scope) -> tuple[Detail, ...]:
     known = np.flatnonzero(call >= 0)
     tids, at = rt["globalTid"][call[known]], rt["start"][call[known]]
     for tid in distinct(tids).tolist():
+        # The thread's ranges by a mask, their rows found only for the ranges hit: a thread
+        # of 8 M ranges holds no array of 8 M rows beside the cover's own.
+        mine = nv["globalTid"] == tid if len(nv) else np.empty(0, bool)
         these = np.flatnonzero(tids == tid)
-        rows = _holding(nv, tid, np.sort(at[these]))
-        j = iv.innermost_cover(nv["start"][rows], nv["end"][rows], at[these])
+        j = iv.innermost_cover(nv["start"][mine], nv["end"][mine], at[these])
         hit = j >= 0
-        where[known[these[hit]]] = label_at(nv["pattern"], rows[j[hit]])
-        del rows, j
+        where[known[these[hit]]] = label_at(nv["pattern"], np.flatnonzero(mine)[j[hit]])
+        del mine, j
     totals: dict[str, int] = {}
     for name, ns in zip(where.tolist(), dur.tolist()):
         totals[name] = totals.get(name, 0) + int(ns)
     ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:DETAILS_LISTED]
     return tuple(Detail(name, ns) for name, ns in ranked)
-
-
-def _holding(nv, tid: int, points: np.ndarray) -> np.ndarray:
-    """The rows of the thread's NVTX ranges that hold one of ``points`` (sorted), found a
-    block of rows at a time: of a thread's 8 M ranges, the few around its copies, and no
-    array of 8 M rows. (The innermost range holding a point is the same among these as among
-    all the thread's ranges: ranges that nest enclose it or lie beside it.)"""
-    found = [np.empty(0, np.int64)]
-    for lo in range(0, len(nv), HOLDING_BLOCK_ROWS):
-        block = slice(lo, lo + HOLDING_BLOCK_ROWS)
-        mine = np.flatnonzero(nv["globalTid"][block] == tid)
-        s, e = nv["start"][block][mine], nv["end"][block][mine]
-        held = np.searchsorted(points, s, side="left") < np.searchsorted(points, e, side="left")
-        found.append(mine[held] + lo)
-    return np.concatenate(found)
 
 
 def _steady_htod(scope: Scope) -> np.ndarray:

@@ -142,8 +142,6 @@ def account(
         gaps = GapSums(
             idle_s, idle_e, max(lo_s, first_work), min(hi_s, last_work), min_gap_ns, held
         )
-        # While the first pieces are made: the host-to-device copies.
-        copies = copy_ranges(scope), htod_copies(scope)
         readback_bytes, texts = next(pieces)
         for p_s, p_e, cause, detail in pieces:
             sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)
@@ -168,13 +166,12 @@ def account(
         readback_bytes,
         free,
         spans,
-        copies,
     )
     return replace(made, idle_gaps=gaps.result(texts))
 
 
 def _result(
-    scope: Scope, labels, n_busy, table, wall, details, layers, busy_names, rb, free, spans, copies
+    scope: Scope, labels, n_busy, table, wall, details, layers, busy_names, rb, free, spans=None
 ) -> Account:
     # Every total is the steady steps': the start-up steps are listed, and counted apart.
     k, sl = scope.startup, scope.steady
@@ -227,8 +224,8 @@ def _result(
         startup_before_ns=before,
         steady_longest_ns=longest,
         hideable_ns=hideable,
-        copy_ranges=copies[0],
-        htod=copies[1],
+        copy_ranges=copy_ranges(scope),
+        htod=htod_copies(scope),
         startup_range=scope.startup_range if before else "",
         idle_spans=spans,
         periodic=periodic,
