@@ -24,9 +24,10 @@ _DONE = object()
 @contextmanager
 def ahead(make: Callable[[], Iterator[T]], depth: int = DEPTH) -> Iterator[Iterator[T]]:
     """``with ahead(make) as items``: the items of ``make()`` in order, made in a thread of
-    their own at most ``depth`` ahead of the caller. An error in the thread is raised to the
-    caller at the item where it happened; leaving the block early (an error of the caller's,
-    Ctrl-C) stops the thread before its next item, and the block waits for it."""
+    their own: ``depth`` made ahead of the caller's at most, and one under way. An error in
+    the thread is raised to the caller at the item where it happened; leaving the block early
+    (an error of the caller's, Ctrl-C) stops the thread before its next item, and the block
+    waits for it."""
     made: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
 

@@ -332,9 +332,15 @@ def run_all(run: Run) -> list[tuple[Analysis, Missing]]:
     """Every analysis run (the timeline when asked for); what each lacked, in order.
 
     ``FIRST`` first, then the others, each set from both ends (``_from_both_ends``). The
-    first error in ``ANALYSES``' order is raised."""
+    first error in ``ANALYSES``' order is raised (a signal at once)."""
     for names in (FIRST, [a.name for a in ANALYSES if a.name not in FIRST]):
-        _from_both_ends(run, names)
+        try:
+            _from_both_ends(run, names)
+        except Exception:  # noqa: BLE001 -- raised below, in the declared order
+            continue  # (an analysis declared before the failed one may fail first)
+    for a in ANALYSES:
+        if a.name in run._failed:
+            raise run._failed[a.name]
     return [(a, r) for a in ANALYSES if isinstance(r := run.results[a.name], Missing)]
 
 
@@ -342,7 +348,7 @@ def _from_both_ends(run: Run, names) -> None:
     """Run the analyses ``names`` on two cores: this thread from the first, a helper thread
     from the last, each once (``Run.once``: a thread that wants an analysis the other has
     under way waits for it). Signals reach this thread, so Ctrl-C stops the analyses here;
-    the helper stops before its next one."""
+    the helper stops before its next one, and is waited for."""
     stop = threading.Event()
 
     def helper() -> None:
@@ -361,4 +367,5 @@ def _from_both_ends(run: Run, names) -> None:
             run.get(name)
     finally:
         stop.set()
-    thread.join()
+        # Waited for even after an error or a signal: the export it reads is closed after.
+        thread.join()

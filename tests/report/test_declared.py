@@ -190,3 +190,55 @@ def test_an_analysis_two_threads_ask_for_is_made_once_and_both_get_its_result_or
     with pytest.raises(OSError, match="once"):
         run.once("y", make)  # not made again: the same error
     assert calls == ["other"]
+
+
+def test_an_error_of_the_steps_run_first_waits_for_one_declared_before_them(monkeypatch, build):
+    # The steps run with the account, before the analyses declared between them; an error of
+    # python_frames (declared second) is still the one raised, and no helper thread is left.
+    def broken(message):
+        def run(r):
+            raise ValueError(message)
+
+        return run
+
+    _replaced(
+        monkeypatch,
+        {
+            "python_frames": Analysis("python_frames", "python_frames", "-", "-", broken("2nd")),
+            "steps": Analysis("steps", "steps", "-", "-", broken("5th")),
+        },
+    )
+    ex = Export()
+    ex.kernel(0, MS, launch_at=0)
+    with pytest.raises(ValueError, match="2nd"):
+        nsysprobe.analyze(build(ex))
+    assert not [t for t in threading.enumerate() if t.name == "nsysprobe-analysis"]
+
+
+def test_the_helper_thread_is_waited_for_before_the_export_is_closed(monkeypatch, build):
+    # The calling thread fails while the helper is still in an analysis: analyze() returns
+    # (raises) only after the helper is done with the export.
+    inside, done = threading.Event(), []
+
+    def slow(run):
+        inside.set()
+        threading.Event().wait(0.5)
+        done.append(run.events.trace.tables is not None)
+        return None
+
+    def failing(run):
+        assert inside.wait(10)
+        raise KeyError("the calling thread's error")
+
+    _replaced(
+        monkeypatch,
+        {
+            "python_frames": Analysis("python_frames", "python_frames", "-", "-", failing),
+            "timeline": Analysis("timeline", "timeline", "-", "-", slow, shown=False),
+        },
+    )
+    ex = Export()
+    ex.kernel(0, MS, launch_at=0)
+    with pytest.raises(KeyError):
+        nsysprobe.analyze(build(ex))
+    assert done == [True]
