@@ -333,14 +333,18 @@ def run_all(run: Run) -> list[tuple[Analysis, Missing]]:
 
     ``FIRST`` first, then the others, each set from both ends (``_from_both_ends``). The
     first error in ``ANALYSES``' order is raised (a signal at once)."""
-    for names in (FIRST, [a.name for a in ANALYSES if a.name not in FIRST]):
+    order = [a.name for a in ANALYSES]
+    for names in (FIRST, [n for n in order if n not in FIRST]):
+        failed = [n for n in order if n in run._failed]
+        if failed:  # only those declared before the first failed may still fail before it
+            names = [n for n in names if order.index(n) < order.index(failed[0])]
         try:
             _from_both_ends(run, names)
         except Exception:  # noqa: BLE001 -- raised below, in the declared order
-            continue  # (an analysis declared before the failed one may fail first)
-    for a in ANALYSES:
-        if a.name in run._failed:
-            raise run._failed[a.name]
+            pass
+    for name in order:
+        if name in run._failed:
+            raise run._failed[name]
     return [(a, r) for a in ANALYSES if isinstance(r := run.results[a.name], Missing)]
 
 

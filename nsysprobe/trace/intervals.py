@@ -213,7 +213,8 @@ class _Reader:
         many, their distinct names in the order they first occur -> their codes). Stops at a
         batch once ``stop`` is set. The stream is closed on leaving, error or not (its
         statement before the thread's connection is)."""
-        n_int = len(self.read_cols) - (bool(self.named_by) and not exact)  # (``_unfolded``)
+        # The fast query reads no name source (the last of ``read_cols``): ``_unfolded``.
+        n_int = len(self.read_cols) - (bool(self.named_by) and not exact)
         distinct: dict[bytes, int] = {}
         rows = at
         with closing(self.trace._arrow.batches(sql, limit)) as batches:

@@ -5,6 +5,7 @@ and what one lacks is its skipped row with its declared fix."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,10 +101,20 @@ def test_an_analysis_added_as_a_row_is_run_listed_and_skipped_with_its_fix(build
     assert report.skipped[-1] == Skipped("toy", "no toy data in the trace", "profile with --toy")
 
 
-def _replaced(monkeypatch, rows: dict[str, Analysis]) -> None:
-    analyses = tuple(rows.get(a.name, a) for a in ANALYSES)
+def _replaced(monkeypatch, runs: dict) -> None:
+    """The analyses ``runs`` names run by the functions it gives."""
+    analyses = tuple(replace(a, run=runs[a.name]) if a.name in runs else a for a in ANALYSES)
     monkeypatch.setattr(declared, "ANALYSES", analyses)
     monkeypatch.setattr(declared, "BY_NAME", {a.name: a for a in analyses})
+
+
+def _one_kernel_with(monkeypatch, build, **runs):
+    """The report of an export of one kernel, the analyses ``runs`` names run by its
+    functions."""
+    _replaced(monkeypatch, runs)
+    ex = Export()
+    ex.kernel(0, MS, launch_at=0)
+    return nsysprobe.analyze(build(ex))
 
 
 def test_every_analysis_runs_once_on_two_threads_and_the_report_is_the_one_thread_report(
@@ -115,12 +126,12 @@ def test_every_analysis_runs_once_on_two_threads_and_the_report_is_the_one_threa
         alone = nsysprobe.analyze(trace)
     ran: list[tuple[str, str]] = []
 
-    def counted(a: Analysis) -> Analysis:
+    def counted(a: Analysis):
         def run(r):
             ran.append((a.name, threading.current_thread().name))
             return a.run(r)
 
-        return Analysis(a.name, a.module, a.needs, a.fix, run, a.shown)
+        return run
 
     _replaced(monkeypatch, {a.name: counted(a) for a in ANALYSES})
     both = nsysprobe.analyze(trace)
@@ -149,17 +160,8 @@ def test_the_first_error_in_the_declared_order_is_raised_whichever_thread_failed
         later_failed.set()
         raise KeyError("a later analysis's error")
 
-    _replaced(
-        monkeypatch,
-        {
-            "python_frames": Analysis("python_frames", "python_frames", "-", "-", first),
-            "timeline": Analysis("timeline", "timeline", "-", "-", later, shown=False),
-        },
-    )
-    ex = Export()
-    ex.kernel(0, MS, launch_at=0)
     with pytest.raises(ValueError, match="the first analysis's error"):
-        nsysprobe.analyze(build(ex))
+        _one_kernel_with(monkeypatch, build, python_frames=first, timeline=later)
 
 
 def test_an_analysis_two_threads_ask_for_is_made_once_and_both_get_its_result_or_error():
@@ -201,17 +203,8 @@ def test_an_error_of_the_steps_run_first_waits_for_one_declared_before_them(monk
 
         return run
 
-    _replaced(
-        monkeypatch,
-        {
-            "python_frames": Analysis("python_frames", "python_frames", "-", "-", broken("2nd")),
-            "steps": Analysis("steps", "steps", "-", "-", broken("5th")),
-        },
-    )
-    ex = Export()
-    ex.kernel(0, MS, launch_at=0)
     with pytest.raises(ValueError, match="2nd"):
-        nsysprobe.analyze(build(ex))
+        _one_kernel_with(monkeypatch, build, python_frames=broken("2nd"), steps=broken("5th"))
     assert not [t for t in threading.enumerate() if t.name == "nsysprobe-analysis"]
 
 
@@ -230,15 +223,22 @@ def test_the_helper_thread_is_waited_for_before_the_export_is_closed(monkeypatch
         assert inside.wait(10)
         raise KeyError("the calling thread's error")
 
-    _replaced(
-        monkeypatch,
-        {
-            "python_frames": Analysis("python_frames", "python_frames", "-", "-", failing),
-            "timeline": Analysis("timeline", "timeline", "-", "-", slow, shown=False),
-        },
-    )
-    ex = Export()
-    ex.kernel(0, MS, launch_at=0)
     with pytest.raises(KeyError):
-        nsysprobe.analyze(build(ex))
+        _one_kernel_with(monkeypatch, build, python_frames=failing, timeline=slow)
     assert done == [True]
+
+
+def test_after_the_first_declared_analysis_fails_no_later_one_is_started(monkeypatch, build):
+    # The account (declared first) fails: its error is the one raised whatever comes after,
+    # so nothing after the first set is run for it (a bad --step-range stops at once).
+    ran = []
+
+    def failing(run):
+        raise ValueError("the account's error")
+
+    def later(run):
+        ran.append("health")
+
+    with pytest.raises(ValueError, match="the account's error"):
+        _one_kernel_with(monkeypatch, build, account=failing, health=later)
+    assert ran == []
