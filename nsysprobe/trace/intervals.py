@@ -41,10 +41,8 @@ from nsysprobe.trace.values import (
 # dropped as the exact query drops it.
 NULL_TIME = -(1 << 62)
 # A table of more rows than this is read in two halves at once, where the machine has two cores
-# (``_Reader._halves``); the second's rows are then moved down to follow the first's, this many
-# at a time (overlapping moves go through a copy of this size).
+# (``_Reader._halves``).
 SPLIT_ROWS = 1 << 22
-MOVE_ROWS = 1 << 20
 # VM steps of a count of a rowid range, per row (``SELECT count(*) ... WHERE rowid < m``: 2-4
 # measured), and how many times the read and the counts the budget left must hold for a split.
 COUNT_OPS_PER_ROW = 4
@@ -56,6 +54,10 @@ SPLIT_BUDGET_MARGIN = 4
 # included, is an id.
 TEXT_KINDS = ("textId", "text", "number")
 _SOURCE = "name source"
+# The fast query's name of a row its condition leaves out: no SQLite type begins so
+# (``_unfolded``), and its source.
+SKIPPED = b"-"
+SKIPPED_KIND = -1
 # The name source of a name the fast query reads, by the type it begins with (``_unfolded``).
 _TYPES = {
     b"text": TEXT_KINDS.index("text"),
@@ -138,6 +140,14 @@ class _Reader:
     def __init__(self, trace, table, read, found, raw, where, named_by):
         self.trace, self.table, self.read_cols, self.where = trace, table, read, where
         self.named_by = named_by
+        # The id columns (``IDS``) and the name source are read into int32 and int8 arrays,
+        # so those columns are not made twice (in int64, then narrowed); one is widened to
+        # int64 once a value does not fit (``_fill``), and ``intervals`` narrows it after its
+        # checks where it can, as before. Under this lock: the halves write the same arrays.
+        self.narrow = {c: np.int32 for c in read if c in IDS}
+        if named_by:
+            self.narrow[_SOURCE] = np.int8
+        self._widening = threading.Lock()
         text_col, id_col = named_by or (None, None)
         self.exact, self.fast = [], []
         for c in read:
@@ -157,6 +167,8 @@ class _Reader:
                 self.exact.append(int_expr(found[c], *BOUNDS.get(c, ())))
                 self.fast.append(f'"{found[c]}"')
         self.fills = [NULL_TIME if c in ("start", "end") else -1 for c in read]
+        # The condition of the fast query's SQL (else it reads every row).
+        self.fast_where = where
         if named_by:
             # A BLOB in every row (NULL as empty: the name source tells those rows), so the driver
             # never infers the column's type from a batch of NULLs.
@@ -164,8 +176,15 @@ class _Reader:
             self.exact.append(text)
             # The fast query's name begins with its type (``_unfolded``): a column less, 16 M
             # NVTX ranges read by the driver in 7.1 s against 7.7 s.
-            typed = f'CAST(typeof("{text_col}") || CAST("{text_col}" AS BLOB) AS BLOB)'
-            self.fast.append(f"coalesce({typed}, x'')")
+            typed = f'typeof("{text_col}") || CAST("{text_col}" AS BLOB)'
+            typed = f"coalesce({typed}, x'')"
+            if where:
+                # Every row is read, those ``where`` leaves out named ``SKIPPED`` (``_checked``
+                # drops them): the halves of a table are then checked by their row counts
+                # (``_halves``), and the driver's time is that of the SQL condition.
+                typed = f"CASE WHEN {where} THEN {typed} ELSE x'{SKIPPED.hex()}' END"
+                self.fast_where = ""
+            self.fast.append(f"CAST({typed} AS BLOB)")
         self.valid = valid_interval(found["start"], found["end"])
 
     def read(self) -> tuple[list[np.ndarray], tuple | None, int]:
@@ -173,7 +192,7 @@ class _Reader:
         before the interval test)."""
         if self.fast_first:
             try:
-                arrays, names, total = self._gather(self.fast, f"({self.where or 1})")
+                arrays, names, total = self._gather(self.fast, f"({self.fast_where or 1})")
                 return self._checked(arrays, names, total)
             except (_OtherType, ArrowReadError):
                 pass  # a value of another type: the exact query reads every value
@@ -193,8 +212,9 @@ class _Reader:
         """The query's columns, copied batch by batch into arrays of the table's row count
         (the fast query of a large table: its two halves at once, ``_halves``)."""
         capacity = self.trace.count(self.table)
-        width = len(self.read_cols) + bool(self.named_by)
-        arrays = [np.empty(capacity, np.int64) for _ in range(width)]
+        arrays = [np.empty(capacity, self.narrow.get(c, np.int64)) for c in self.read_cols]
+        if self.named_by:  # each row's code into its names
+            arrays.append(np.empty(capacity, np.int32 if capacity < 1 << 31 else np.int64))
         halves = None if exact else self._halves(where, capacity)
         got = self._together(exprs, halves, arrays) if halves else None
         rows, distinct = got or self._fill(self._sql(exprs, where), arrays, 0, capacity, exact)
@@ -224,7 +244,9 @@ class _Reader:
                 n = batch[0].length
                 for k in range(n_int):
                     column = batch[k]
-                    if column.format == INT64:
+                    if column.format in (INT64, NULL) and arrays[k].dtype != np.int64:
+                        self._narrowed(arrays, k, rows, n, column)
+                    elif column.format == INT64:
                         into = arrays[k][rows : rows + n]
                         into[:] = column.values()
                         valid = column.valid()
@@ -246,15 +268,38 @@ class _Reader:
                 rows += n
         return rows - at, distinct
 
+    def _narrowed(self, arrays, k, rows, n, column) -> None:
+        """A batch's ``n`` values of ``column`` (int64 or all NULL) written into the narrow
+        column ``k`` from row ``rows``, the column first widened to int64 (all it holds
+        copied) where a value does not fit."""
+        with self._widening:
+            into = arrays[k][rows : rows + n]
+            if column.format == NULL:
+                into[:] = self.fills[k]
+                return
+            values, valid = column.values(), column.valid()
+            if not _fits(values if valid is None else values[valid], into.dtype):
+                arrays[k] = arrays[k].astype(np.int64)
+                into = arrays[k][rows : rows + n]
+            into[:] = values
+            if valid is not None:
+                into[~valid] = self.fills[k]
+
     def _halves(self, where: str, capacity: int) -> list[tuple[str, int, int]] | None:
         """A table of more than ``SPLIT_ROWS`` rows, on a machine of two cores, in two parts
         by rowid: for each, (its condition, the row its rows go from, its rows). None, and the
-        table is read whole, where it has no rowid, where the parts' counts do not add up to
-        the table's (a damaged tree, whose seeks miss rows a whole read walks), or where the
-        budget left is near what the read and the counts take (so a read the budget allows
-        whole is never stopped because it was split)."""
+        table is read whole, where it has no rowid, where the fast query leaves rows out in
+        SQL (its parts' rows could not be checked), where the parts' rows do not add up to the
+        table's, or where the budget left is near what the read and the counts take (so a read
+        the budget allows whole is never stopped because it was split).
+
+        The rows of each part are known without a scan where the rowids run from the least to
+        the largest, one for each row (the table's count: 16 M NVTX ranges counted in two
+        parts took 3.3 s), else counted by SQLite. ``_together`` checks the rows each part
+        read against them: a damaged tree whose seeks miss rows a whole read walks is read
+        whole."""
         rowid = self.trace._rowid_name(self.table)
-        if capacity <= SPLIT_ROWS or arrow.READERS < 2 or rowid is None:
+        if capacity <= SPLIT_ROWS or arrow.READERS < 2 or rowid is None or self.fast_where:
             return None
         cost = capacity * ((len(self.read_cols) + 2) * arrow.OPS_PER_VALUE + COUNT_OPS_PER_ROW)
         if self.trace._budget.left() < SPLIT_BUDGET_MARGIN * cost:
@@ -268,10 +313,11 @@ class _Reader:
                 return None
             middle = low + (high - low) // 2 + 1
             parts = [f"{rowid} < {middle}", f"{rowid} >= {middle}"]
-            counts = [
-                int(self.trace._fetch(self.table, f"SELECT count(*) FROM {table} WHERE {p}")[0][0])
-                for p in parts
-            ]
+            if high - low + 1 == capacity:
+                counts = [middle - low, high - middle + 1]
+            else:
+                sql = f"SELECT count(*) FROM {table} WHERE "
+                counts = [int(self.trace._fetch(self.table, sql + p)[0][0]) for p in parts]
         except TraceError:
             return None  # no rowid after all (WITHOUT ROWID), or a damaged tree: read whole
         first, second = counts
@@ -281,10 +327,9 @@ class _Reader:
 
     def _together(self, exprs, halves, arrays) -> tuple[int, dict[bytes, int]]:
         """The two parts of ``halves`` read at once, the second on a thread of its own (its
-        connection closed after), into ``arrays``: the second's rows then moved to follow
-        the first's, and its names' codes made those of the names of both. The first error,
-        or a signal, stops both at their next batch. None (read it whole) where an unfiltered
-        table's halves read other row counts than they counted."""
+        connection closed after), into ``arrays``, and the second's names' codes made those
+        of the names of both. The first error, or a signal, stops both at their next batch.
+        None (read it whole) where a part read other rows than it holds."""
         stop = threading.Event()
 
         def fill(part):
@@ -312,13 +357,8 @@ class _Reader:
             except BaseException:
                 stop.set()  # (a signal while waiting for the second half)
                 raise
-        if not self.where and (rows, more) != (halves[0][2], halves[1][2]):
+        if (rows, more) != (halves[0][2], halves[1][2]):
             return None
-        at = halves[1][1]
-        for a in arrays if rows < at else ():  # rows of the first part left out (``where``)
-            for lo in range(0, more, MOVE_ROWS):
-                n = min(MOVE_ROWS, more - lo)
-                a[rows + lo : rows + lo + n] = a[at + lo : at + lo + n]
         if self.named_by and names:
             codes = arrays[-1][rows : rows + more]
             codes[:] = _coded(distinct, names)[codes]
@@ -326,7 +366,8 @@ class _Reader:
 
     def _checked(self, arrays, names, total):
         """The fast query's columns as the exact query returns them: out-of-bounds values -1,
-        rows failing the interval test dropped."""
+        rows ``where`` leaves out (``SKIPPED``) gone, rows failing the interval test dropped
+        (counted in ``total``, the rows before it)."""
         for k, c in enumerate(self.read_cols):
             if c in BOUNDS:
                 low, high = BOUNDS[c]
@@ -334,6 +375,12 @@ class _Reader:
                 v[(v < low) | (v > high)] = -1
         s, e = arrays[0], arrays[1]
         keep = (e >= s) & (s >= -MAX_TIME_NS) & (e <= MAX_TIME_NS)
+        if self.named_by and self.where:
+            wanted = arrays[self.read_cols.index(_SOURCE)] != SKIPPED_KIND
+            total = int(np.count_nonzero(wanted))
+            if total < wanted.size:
+                keep &= wanted
+            del wanted
         if not keep.all():
             arrays = [a[keep] for a in arrays]
             if names is not None:  # only the names of the rows kept
@@ -370,18 +417,27 @@ def _masked(offsets: np.ndarray, data: np.ndarray, large: bool) -> tuple[np.ndar
 
 def _unfolded(source: np.ndarray, codes: np.ndarray, names: list[bytes]):
     """The fast query's names, each after its SQLite type (an empty BLOB for NULL), as the
-    exact query reads them: each row's ``TEXT_KINDS`` into ``source``, and (codes, names)
-    of the names without their type (an empty text and a NULL one name)."""
+    exact query reads them: each row's ``TEXT_KINDS`` into ``source`` (``SKIPPED_KIND``
+    for a row its condition leaves out), and (codes, names) of the names without their
+    type (an empty text and a NULL one name; the rows left out name the last)."""
     kinds, bare = [], []
     for name in names:
         typed = next((t for t in _TYPES if name.startswith(t)), b"")
-        kinds.append(_TYPES.get(typed, TEXT_KINDS.index("textId")))
-        bare.append(name[len(typed) :])
+        skipped = name == SKIPPED
+        kinds.append(SKIPPED_KIND if skipped else _TYPES.get(typed, TEXT_KINDS.index("textId")))
+        bare.append(None if skipped else name[len(typed) :])
     source[:] = np.array(kinds + [0], dtype=np.int64)[codes]
-    distinct = dict.fromkeys(bare)
-    if len(distinct) < len(bare):
-        codes = _coded({n: k for k, n in enumerate(distinct)}, bare)[codes]
-    return codes, list(distinct)
+    distinct = dict.fromkeys(b for b in bare if b is not None)
+    if len(distinct) < len(bare):  # names merged, or rows left out (coded last)
+        keyed = {n: k for k, n in enumerate(distinct)}
+        codes = np.array([keyed.get(b, len(keyed)) for b in bare], dtype=codes.dtype)[codes]
+    return codes, [*distinct, *([SKIPPED] if None in bare else [])]
+
+
+def _fits(values: np.ndarray, dtype) -> bool:
+    """Whether every value of ``values`` fits ``dtype``."""
+    bounds = np.iinfo(dtype)
+    return not values.size or (values.min() >= bounds.min and values.max() <= bounds.max)
 
 
 def _coded(distinct: dict[bytes, int], values) -> np.ndarray:

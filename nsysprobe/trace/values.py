@@ -103,6 +103,8 @@ IDS = frozenset({"deviceId", "streamId", "correlationId", "nameId", "domainId", 
 
 def narrow(values: np.ndarray) -> np.ndarray:
     """``values`` as int32 when they all fit, else as they are."""
+    if values.dtype == np.int32:
+        return values
     if values.size and (values.min() < -(1 << 31) or values.max() >= 1 << 31):
         return values
     return values.astype(np.int32)

@@ -280,11 +280,10 @@ def test_rowids_with_holes_read_as_row_by_row(keep_every, tmp_path, monkeypatch)
 
 @pytest.fixture
 def halves(monkeypatch):
-    """Tables of more than 64 rows read in two halves (``intervals._Reader._halves``), the
-    second half's rows moved 5 at a time; the SQL of every read, in order."""
+    """Tables of more than 64 rows read in two halves (``intervals._Reader._halves``); the
+    SQL of every read, in order."""
     monkeypatch.setattr(arrow, "READERS", 2)
     monkeypatch.setattr(intervals, "SPLIT_ROWS", 64)
-    monkeypatch.setattr(intervals, "MOVE_ROWS", 5)
     monkeypatch.setattr(arrow, "BATCH_ROWS", 128)
     seen: list[str] = []
     batches = arrow.Driver.batches
@@ -336,14 +335,45 @@ def test_the_first_half_failing_stops_the_second(tmp_path, halves, monkeypatch):
     assert second < 1900 / 4, second
 
 
-def test_a_tree_whose_halves_miss_rows_is_read_whole(tmp_path, halves):
+@pytest.mark.parametrize("holes", [False, True], ids=["rowids-in-a-run", "rowids-with-holes"])
+def test_a_tree_whose_halves_miss_rows_is_read_whole(tmp_path, halves, holes):
     # A rowid of the first half's leaves made larger than the middle: a whole scan walks every
-    # leaf, but the first half's seek stops at it. The halves' counts do not add up to the
-    # table's: it is read whole, the rows of a whole read.
-    path = crafted(tmp_path)
+    # leaf, but the first half's seek stops at it. Rowids in a run (the least and the largest
+    # are found by seeks, which miss the damage): the halves are read, and the first reads
+    # fewer rows than it holds. With holes: SQLite counts each half's rows, and the counts do
+    # not add up to the table's. Either way it is read whole, the rows of a whole read.
+    path = crafted(tmp_path, *([f"DELETE FROM {KERNEL} WHERE rowid = 1000"] if holes else []))
     patch_rowid(path, KERNEL, 190, 5000)
+    assert query(path, f"SELECT min(rowid), max(rowid) FROM {KERNEL}")[0] == (1, 7780)
     assert read_table(path, KERNEL) == expected_rows(path, KERNEL, READS[KERNEL][1])
-    assert not [q for q in halves if "rowid" in q]
+    read = [q for q in halves if f'FROM "{KERNEL}"' in q]
+    assert "rowid" not in read[-1]  # the last read is whole
+    assert any("rowid <" in q for q in read) != holes
+
+
+def test_an_nvtx_tree_whose_halves_miss_rows_is_read_whole(tmp_path, halves):
+    # The same damage in the NVTX ranges, whose read leaves out marks (eventType 34): the
+    # halves read every row (the marks named apart), so a half that reads fewer rows than it
+    # holds is seen, and the table is read whole.
+    path = crafted(
+        tmp_path,
+        *["INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS"] * 3,  # 640 rows
+        "UPDATE NVTX_EVENTS SET eventType = 34 WHERE rowid % 4 = 0",
+    )
+    patch_rowid(path, "NVTX_EVENTS", 190, 600)
+    # (A whole scan, in the tree's order; two rows now hold rowid 600: names by scan.)
+    scan = query(
+        path,
+        "SELECT e.rowid, coalesce(e.text, s.value) FROM NVTX_EVENTS AS e "
+        "LEFT JOIN StringIds AS s ON s.id = e.textId WHERE e.eventType IN (59, 60)",
+    )
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+    assert ranges["row"].tolist() == [r for r, _ in scan] and len(scan) > 64
+    patterns = [re.sub(r"\d+", "#", text) for _, text in scan]
+    assert ranges["pattern"].values().tolist() == patterns
+    read = [q for q in halves if "NVTX_EVENTS" in q]
+    assert any("rowid <" in q for q in read) and "rowid" not in read[-1].split("WHERE")[-1]
 
 
 def test_a_table_without_rowids_is_read_whole(tmp_path, halves):
@@ -373,9 +403,9 @@ def test_split_reads_keep_one_connection(tmp_path, halves):
 
 
 def test_nvtx_read_in_two_halves_keeps_each_rows_name(tmp_path, halves):
-    # Rows of the first half that are not ranges (marks) are left out by the query, so its
-    # rows end before the second half's begin: those are moved down. Names from text and from
-    # textId in both halves; a name first seen in the second half.
+    # Rows of the first half that are not ranges (marks) are read, named apart, and left out
+    # after. Names from text and from textId in both halves; a name first seen in the second
+    # half.
     (count,) = query(SAMPLE_TRACES / "h200_pinned.sqlite", "SELECT max(rowid) FROM NVTX_EVENTS")[0]
     middle = count // 2
     path = crafted(
@@ -569,3 +599,17 @@ def test_names_are_encoded_alike_by_pyarrow_and_by_a_dict(encode_rows, tmp_path,
     assert [names[c] for c in codes.tolist()] == expected
     assert names == list(dict.fromkeys(expected))
     assert len(names) == 5 and len(expected) > 3 * 8
+
+
+@pytest.mark.parametrize("rowid", [7000, 20], ids=["second-half", "first-half"])
+def test_one_id_beyond_32_bits_in_either_half_reads_the_column_wide(tmp_path, halves, rowid):
+    # Ids are read into int32 arrays; one that does not fit, in a late batch of either half,
+    # has the table read again in int64: every value as SQLite holds it, none cut to 32 bits.
+    path = crafted(
+        tmp_path, f"UPDATE {KERNEL} SET correlationId = {(1 << 40) + 7} WHERE rowid = {rowid}"
+    )
+    assert read_table(path, KERNEL) == expected_rows(path, KERNEL, READS[KERNEL][1])
+    with Trace(path) as t:
+        kernels = t.kernels()
+    assert kernels["correlationId"].dtype == "int64" and kernels["streamId"].dtype == "int32"
+    assert (1 << 40) + 7 in kernels["correlationId"].tolist()
