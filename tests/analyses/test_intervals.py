@@ -401,13 +401,16 @@ def test_busy_time_per_window_counts_each_instant_in_the_window_holding_it(bound
     assert _per_window((ws, we), u).tolist() == expected
 
 
-def test_innermost_cover_holds_few_arrays_of_the_ranges_length():
+def test_innermost_cover_holds_few_arrays_of_the_ranges_length(monkeypatch):
     # 8.1 M ranges of one thread (the user-reported shape) made the step account's peak:
-    # 729 MiB inside this function, about twelve int64 arrays of the ranges' length; now
-    # under three (191 MiB). Allocations as numpy reports them to tracemalloc.
+    # 729 MiB inside this function, about twelve int64 arrays of the ranges' length; then
+    # under three (191 MiB); now at most about two (the levels in 32 bits, made in blocks,
+    # here of a sixteenth of the ranges as 2^20 are of 8 M). Allocations as numpy reports
+    # them to tracemalloc.
     import tracemalloc
 
     n = 200_000
+    monkeypatch.setattr(iv, "LEVEL_BLOCK", n // 16)
     starts = np.arange(n, dtype=np.int64) * 10
     ends = starts + np.where(np.arange(n) % 2 == 0, 15, 4)  # pairs: one range inside another
     points = np.arange(0, 10 * n, 7, dtype=np.int64)[:1000]
@@ -419,4 +422,34 @@ def test_innermost_cover_holds_few_arrays_of_the_ranges_length():
         tracemalloc.stop()
     held = [[i for i in range(n) if starts[i] <= t < ends[i]] for t in points.tolist()[:50]]
     assert got[:50].tolist() == [max(h, key=lambda i: starts[i]) if h else -1 for h in held]
-    assert peak < 3.5 * 8 * n, f"{peak / (8 * n):.1f} arrays of the ranges' length"
+    assert peak < 2.2 * 8 * n, f"{peak / (8 * n):.1f} arrays of the ranges' length"
+
+
+def test_innermost_cover_with_levels_made_in_small_blocks(monkeypatch):
+    # The levels made 5 ranges at a time: 300 nested families of up to 60 ranges each, in
+    # start order and shuffled; each point's answer is the shortest interval holding it.
+    monkeypatch.setattr(iv, "LEVEL_BLOCK", 5)
+    rng = np.random.default_rng(11)
+
+    def family(ivs: list, lo: int, hi: int, depth: int) -> list[tuple[int, int]]:
+        t = lo
+        while t < hi - 1 and len(ivs) < 60:
+            s = int(rng.integers(t, hi - 1))
+            e = int(rng.integers(s + 1, hi))
+            ivs.append((s, e))
+            if depth < 5 and rng.random() < 0.6:
+                family(ivs, s, e, depth + 1)
+            t = e
+        return ivs
+
+    for _ in range(300):
+        ivs = family([], 0, 400, 0)
+        if rng.random() < 0.5:
+            rng.shuffle(ivs)
+        starts = np.array([s for s, _ in ivs], dtype=np.int64)
+        ends = np.array([e for _, e in ivs], dtype=np.int64)
+        points = np.arange(-1, 401, dtype=np.int64)
+        got = iv.innermost_cover(starts, ends, points).tolist()
+        for t, j in zip(points.tolist(), got):
+            holding = [e - s for s, e in ivs if s <= t < e]
+            assert (j == -1) if not holding else (ivs[j][1] - ivs[j][0] == min(holding)), t
