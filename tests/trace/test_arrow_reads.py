@@ -613,3 +613,40 @@ def test_one_id_beyond_32_bits_in_either_half_reads_the_column_wide(tmp_path, ha
         kernels = t.kernels()
     assert kernels["correlationId"].dtype == "int64" and kernels["streamId"].dtype == "int32"
     assert (1 << 40) + 7 in kernels["correlationId"].tolist()
+
+
+@pytest.mark.parametrize("split_rows", [1 << 40, 64], ids=["whole", "halves"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        ["UPDATE NVTX_EVENTS SET domainId = 'x' WHERE eventType = 34"],
+        ["UPDATE NVTX_EVENTS SET start = 1.5, end = NULL WHERE eventType = 34"],
+        ["UPDATE NVTX_EVENTS SET text = 12 WHERE eventType = 34"],
+        ["UPDATE NVTX_EVENTS SET text = '-' WHERE rowid % 3 = 0"],
+        ["UPDATE NVTX_EVENTS SET eventType = 'abc' WHERE rowid % 5 = 2"],
+    ],
+    ids=["text-domain", "real-start", "number-name", "dash-name", "text-type"],
+)
+def test_rows_the_nvtx_condition_leaves_out_never_change_the_ranges(
+    tmp_path, monkeypatch, damage, split_rows
+):
+    # The fast NVTX read takes every row and leaves out those that are not ranges itself
+    # (marks here, every fourth row): whatever those rows hold (a TEXT id, a REAL start, a
+    # number for a name) and whatever names the ranges have ("-", the name the left-out
+    # rows are given inside the read), the ranges are those SQL selects, with their names.
+    monkeypatch.setattr(arrow, "READERS", 2)
+    monkeypatch.setattr(intervals, "SPLIT_ROWS", split_rows)
+    path = crafted(
+        tmp_path,
+        *["INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS"] * 3,  # 640 rows
+        "UPDATE NVTX_EVENTS SET eventType = 34 WHERE rowid % 4 = 0",
+        *damage,
+    )
+    rows = [r for (r,) in query(path, NVTX_ROWIDS)]
+    names = _names_by_hand(path)
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+        got = t.nvtx_names(ranges["row"])
+    assert ranges["row"].tolist() == rows and 100 < len(rows) < 640
+    assert got == [names[r] for r in rows] and ranges.dropped == 0
+    assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", names[r]) for r in rows]
