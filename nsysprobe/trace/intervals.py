@@ -142,7 +142,7 @@ class _Reader:
         self.named_by = named_by
         # The id columns (``IDS``) and the name source are read into int32 and int8 arrays,
         # so those columns are not made twice (in int64, then narrowed); one is widened to
-        # int64 once a value does not fit (``_fill``), and ``intervals`` narrows it after its
+        # int64 once a value does not fit (``_narrowed``), and ``intervals`` narrows it after its
         # checks where it can, as before. Under this lock: the halves write the same arrays.
         self.narrow = {c: np.int32 for c in read if c in IDS}
         if named_by:

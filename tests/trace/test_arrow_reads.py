@@ -212,6 +212,20 @@ def _names_by_hand(path) -> dict[int, str]:
     return {r: text if text is not None else strings[i] for r, text, i in rows}
 
 
+def _ranges_as_sql_has_them(path):
+    """The NVTX ranges read, checked against SQL: the rows of ``NVTX_ROWIDS``, each with its
+    name (``_names_by_hand``) and that name's pattern."""
+    rows = [r for (r,) in query(path, NVTX_ROWIDS)]
+    names = _names_by_hand(path)
+    with Trace(path) as t:
+        ranges = t.nvtx_ranges()
+        got = t.nvtx_names(ranges["row"])
+    assert ranges["row"].tolist() == rows
+    assert got == [names[r] for r in rows]
+    assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", names[r]) for r in rows]
+    return ranges
+
+
 def test_an_index_the_file_brings_does_not_reorder_the_rows(tmp_path):
     # Sparse rowids: the table is read in one query, which an index on end would order; a
     # REAL where an id belongs leaves it to the exact query.
@@ -414,14 +428,7 @@ def test_nvtx_read_in_two_halves_keeps_each_rows_name(tmp_path, halves):
         "UPDATE NVTX_EVENTS SET text = 'Batch ' || rowid WHERE rowid % 3 = 0",
         f"UPDATE NVTX_EVENTS SET text = 'Late ' || rowid WHERE rowid > {middle + 5}",
     )
-    rows = [r for (r,) in query(path, NVTX_ROWIDS)]
-    names = _names_by_hand(path)
-    with Trace(path) as t:
-        ranges = t.nvtx_ranges()
-        got = t.nvtx_names(ranges["row"])
-    assert ranges["row"].tolist() == rows
-    assert got == [names[r] for r in rows]
-    assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", names[r]) for r in rows]
+    ranges = _ranges_as_sql_has_them(path)
     assert "Late #" in ranges["pattern"].values().tolist()
     assert sum("rowid >=" in q for q in halves if "NVTX_EVENTS" in q) == 1
 
@@ -642,11 +649,5 @@ def test_rows_the_nvtx_condition_leaves_out_never_change_the_ranges(
         "UPDATE NVTX_EVENTS SET eventType = 34 WHERE rowid % 4 = 0",
         *damage,
     )
-    rows = [r for (r,) in query(path, NVTX_ROWIDS)]
-    names = _names_by_hand(path)
-    with Trace(path) as t:
-        ranges = t.nvtx_ranges()
-        got = t.nvtx_names(ranges["row"])
-    assert ranges["row"].tolist() == rows and 100 < len(rows) < 640
-    assert got == [names[r] for r in rows] and ranges.dropped == 0
-    assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", names[r]) for r in rows]
+    ranges = _ranges_as_sql_has_them(path)
+    assert 100 < len(ranges) < 640 and ranges.dropped == 0
