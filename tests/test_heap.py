@@ -1,4 +1,5 @@
-"""The heap setting of an analysis, on this machine's real glibc: large arrays mapped.
+"""The heap setting of an analysis, on this machine's real glibc: freed arrays kept in the
+heap for the next ones, the largest mapped.
 
 Each check runs in a fresh interpreter: where glibc puts a block depends on everything the
 process allocated before (a freed block that fits is reused whatever the setting), and a long
@@ -25,7 +26,7 @@ import ctypes
 
 import numpy as np
 
-from nsysprobe.common.heap import LARGE_BYTES, map_large_arrays
+from nsysprobe.common.heap import KEPT_BYTES, MAPPED_BYTES, keep_freed_arrays
 
 libc = ctypes.CDLL(None)
 assert hasattr(libc, "mallopt"), "this project's machines run glibc"
@@ -38,18 +39,31 @@ def in_the_heap(array):
 
 
 def freed_mapped_block():
-    # glibc by itself: freeing a mapped 16 MiB block raises its threshold to 16 MiB.
+    # glibc by itself: a 16 MiB block is mapped, and freeing it raises the threshold to 16 MiB.
     big = np.ones(16 << 17)
-    assert not in_the_heap(big), "16 MiB"
     del big
 """
 
 AFTER = """
 freed_mapped_block()
-large = np.ones(LARGE_BYTES // 8)
-assert {where}in_the_heap(large), "large"
-small = np.ones((LARGE_BYTES >> 1) // 8)
-assert in_the_heap(small), "small"  # the reader's blocks of rows: reused heap memory
+large = np.ones(MAPPED_BYTES // 8)
+assert not in_the_heap(large), "large"
+del large
+below = np.ones((MAPPED_BYTES >> 1) // 8)
+assert {where}in_the_heap(below), "below"
+"""
+
+# An array freed, then one of its size made: page faults only where its memory is new (the
+# kernel zeroes and backs each page again), none where the freed one's was kept.
+KEPT = """
+import resource
+
+assert 64 << 20 < min(MAPPED_BYTES, KEPT_BYTES)
+freed = np.ones(64 << 17)  # 64 MiB
+del freed
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+again = np.ones(64 << 17)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
 """
 
 
@@ -61,14 +75,26 @@ def run(script: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_without_it_glibc_keeps_large_arrays_in_the_heap():
-    # Freed, an array of the heap stays resident between the arrays kept.
-    run(SETUP + AFTER.format(where=""))
+def test_without_it_glibc_maps_arrays_above_its_moving_threshold():
+    # After a 16 MiB block is freed glibc maps blocks from 16 MiB up (32 MiB at most).
+    run(SETUP + AFTER.format(where="not "))
 
 
-def test_arrays_from_the_threshold_up_are_mapped_on_their_own():
-    # The threshold no longer moves: a large array is unmapped, given back, when freed.
-    run(SETUP + "map_large_arrays()\n" + AFTER.format(where="not "))
+def test_after_it_only_the_largest_arrays_are_mapped():
+    run(SETUP + "keep_freed_arrays()\n" + AFTER.format(where=""))
+
+
+def faults(script: str) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def test_a_freed_array_stays_in_the_process_for_the_next_one():
+    # 64 MiB touched anew: 16,384 faults of 4 KiB pages, 32 of 2 MiB huge pages at least.
+    assert faults(SETUP + KEPT) >= 32
+    assert faults(SETUP + "keep_freed_arrays()\n" + KEPT) < 32
 
 
 ARENAS = """
@@ -103,7 +129,7 @@ def test_threads_share_one_arena_after_it():
     # By itself glibc gives each of the readers' threads an arena of its own, which keeps the
     # memory its blocks freed; after it they all allocate from the main one.
     assert arenas(SETUP + ARENAS) > 1
-    assert arenas(SETUP + "map_large_arrays()\n" + ARENAS) == 1
+    assert arenas(SETUP + "keep_freed_arrays()\n" + ARENAS) == 1
 
 
 BUDDYINFO = Path(__file__).parent / "data" / "buddyinfo"
@@ -154,7 +180,7 @@ def test_numpy_advises_huge_pages_only_where_the_kernel_has_them_free(
         SETUP
         + check
         + f"import nsysprobe.common.heap as heap\nheap.BUDDYINFO = {str(path)!r}\n"
-        + "map_large_arrays()\n"
+        + "keep_freed_arrays()\n"
         + check
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
@@ -168,4 +194,4 @@ def test_events_load_sets_it():
         f"with Trace({str(SAMPLE)!r}) as t:\n"
         "    Events.load(t)\n"
     )
-    run(SETUP + load + AFTER.format(where="not "))
+    run(SETUP + load + AFTER.format(where=""))

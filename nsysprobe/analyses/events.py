@@ -26,7 +26,7 @@ import numpy as np
 
 from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses.rows import columns_where, top_level
-from nsysprobe.common.heap import map_large_arrays
+from nsysprobe.common.heap import keep_freed_arrays
 from nsysprobe.common.table import Table, by_count, distinct
 from nsysprobe.trace.metadata import GpuInfo
 from nsysprobe.trace.reader import Trace, UnusableIds
@@ -120,7 +120,7 @@ class Events:
     def load(cls, trace: Trace, *, sched: bool = False) -> Events:
         """Every event table, then the lookups; ``sched``: the CPU scheduling events too (the
         CPU placement analysis reads them)."""
-        map_large_arrays()  # the analyses' peak memory: their live arrays
+        keep_freed_arrays()  # freed arrays reused, not touched anew (``common.heap``)
         readers = {
             "kernels": trace.kernels,
             "memcpy": trace.memcpy,

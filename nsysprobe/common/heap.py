@@ -1,19 +1,28 @@
-"""The C heap of an analysis: large arrays in mappings of their own.
+"""The C heap of an analysis: arrays kept in the process once freed, the largest mapped.
 
 An analysis holds the columns of millions of events and makes many short-lived arrays of the
 same length. glibc maps a block of 128 KiB or more on its own at first, and each time such a
-block is freed raises that threshold to its size (up to 32 MiB): arrays of a few million rows
-then come from the heap, where the holes they leave between the arrays kept stay resident.
-Held at 8 MiB, an array of a million int64 values or more is always mapped, and given back
-when freed; the reader's blocks of rows, far smaller, are still served from the heap.
+block is freed raises that threshold to its size (up to 32 MiB), and gives the heap's free top
+back to the kernel from 128 KiB. Memory the kernel takes back costs the next array that lands
+on it a first touch: the kernel zeroes each page again and, on a virtual machine whose balloon
+reports free pages to its host (this project's machine), the host backs each page again. That
+cost is of the memory an analysis cycles through, not of what it holds at once: the
+user-reported NVTX-heavy shape mapped 10.95 GiB over its analysis (strace, 2026-12-06) against a
+peak of 1.8 GiB.
 
-Measured on this project's 2-core machine (2026-12-02, 09:33 UTC, three runs each of
-``nsysprobe analyze --format json`` on the replicas of ``benchmarks/README.md``):
-kernel-heavy 1e6 ops 349-356 MiB peak RSS and 2.6-2.8 s with glibc's own threshold, 327-331
-MiB and 2.5-2.6 s at 8 MiB; NVTX-heavy 1e6 474-476 MiB, 6.4-6.5 s, and 452-454 MiB, 6.6-6.8
-s; OS-runtime-heavy 666-671 MiB, 10.4-10.8 s, and 642-652 MiB, 11.3-11.4 s (2 MiB: 633-642
-MiB, 14-16 s).
-Elsewhere than glibc this does nothing.
+So blocks up to ``MAPPED_BYTES`` come from the heap and, freed, stay in it for the next
+arrays (glibc reuses a free block that fits), and the heap's free top is given back only
+beyond ``KEPT_BYTES``; only arrays of ``MAPPED_BYTES`` or more (a column of 32 M rows in int64)
+are mapped on their own. The cost is what the holes between the arrays kept add to the peak.
+
+Measured on this project's 2-core machine (2026-12-06, 05:33-05:46 UTC, ``nsysprobe analyze
+--format json``, the same outputs), each array of 8 MiB or more mapped, as before, against
+blocks kept up to 1 GiB (two runs each) and up to 256 MiB, this setting (one run): the
+user-reported NVTX-heavy shape 22.8-24.3 s (system time 9.4-12.1 s) and 1,745-1,756 MiB at
+most, against 19.2-20.3 s (5.3-5.9 s) and 1,821-1,825 MiB, and 18.9 s (4.7 s) and 1,831 MiB;
+kernel-heavy 1e7 ops 26.2 s (17.6 s) and 3,158 MiB, against 21.9 s (11.8 s) and 3,397 MiB, and
+22.7 s (10.6 s) and 3,193 MiB; kernel-heavy 1e6 2.03 s and 438 MiB, against 2.03 s and 463
+MiB, and 1.92 s and 470 MiB. Blocks kept up to 64 MiB: the NVTX-heavy shape 21.1 s (7.7 s).
 
 Threads allocate from one arena, the main one: by itself glibc gives each of the readers'
 threads an arena of its own, which keeps what the thread's blocks freed resident beside the
@@ -21,6 +30,7 @@ main heap. Measured here (2026-12-02, 14:40 UTC, ``nsysprobe analyze --format js
 three runs each, one arena against glibc's own): kernel-heavy 1e5 ops 82.3-82.8 MiB against
 85.8-88.3 MiB and 0.44-0.45 s both; NVTX-heavy 1e6 407-413 MiB against 417-420 MiB, 6.8-7.0 s
 both; OS-runtime-heavy 609-610 MiB against 616-622 MiB, 12.7 s against 12.4-13.2 s.
+Elsewhere than glibc none of this is done.
 
 numpy advises the kernel to back each array of 4 MiB or more with huge pages. Where
 transparent huge pages are on ``madvise`` with ``defrag`` on ``madvise`` too (this project's
@@ -47,23 +57,29 @@ import os
 
 import numpy as np
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameters
+_M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
+_M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
-LARGE_BYTES = 8 << 20
+# Blocks of this size or more are mapped on their own (and unmapped when freed).
+MAPPED_BYTES = 256 << 20
+# The heap's free top is given back to the kernel beyond this.
+KEPT_BYTES = 1 << 30
 # Huge pages are advised while the kernel holds this much free in blocks of a huge page or more.
 HUGE_FREE_BYTES = 512 << 20
 BUDDYINFO = "/proc/buddyinfo"
 HUGE_PAGE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 
 
-def map_large_arrays() -> None:
-    """From now on, in this process: every C block of ``LARGE_BYTES`` or more is mapped on
-    its own and unmapped when freed (glibc no longer moves the threshold), threads allocate
-    from one arena, and numpy advises huge pages only where the kernel holds
-    ``HUGE_FREE_BYTES`` free in blocks of a huge page (``free_huge_bytes``)."""
+def keep_freed_arrays() -> None:
+    """From now on, in this process: every C block under ``MAPPED_BYTES`` comes from the heap
+    and stays there when freed, the heap's free top is kept up to ``KEPT_BYTES`` (glibc no
+    longer moves either threshold), threads allocate from one arena, and numpy advises huge
+    pages only where the kernel holds ``HUGE_FREE_BYTES`` free in blocks of a huge page
+    (``free_huge_bytes``)."""
     try:
         libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BYTES)
+        libc.mallopt(_M_MMAP_THRESHOLD, MAPPED_BYTES)
+        libc.mallopt(_M_TRIM_THRESHOLD, KEPT_BYTES)
         libc.mallopt(_M_ARENA_MAX, 1)
     except (OSError, AttributeError):
         pass  # not glibc
