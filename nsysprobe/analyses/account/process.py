@@ -106,6 +106,9 @@ def account(
 ) -> Account:
     """The account of ``scope``'s process on its device, with its gaps longer than
     ``min_gap_ns``; with ``keep_spans``, its ``idle_spans`` too."""
+    # First, while the least is held: its search over a thread's NVTX ranges holds arrays of
+    # their length (8 M ranges of one thread: ~260 MB).
+    by_range = copy_ranges(scope)
     lo, hi = int(scope.win_s.min()), int(scope.win_e.max())
     # The union of the busy segments below is the union of every operation: the idle time
     # is known before the busy kinds' partition, and its pieces are made on a second core
@@ -167,7 +170,7 @@ def account(
         free,
         spans,
     )
-    return replace(made, idle_gaps=gaps.result(texts))
+    return replace(made, idle_gaps=gaps.result(texts), copy_ranges=by_range)
 
 
 def _result(
@@ -224,7 +227,6 @@ def _result(
         startup_before_ns=before,
         steady_longest_ns=longest,
         hideable_ns=hideable,
-        copy_ranges=copy_ranges(scope),
         htod=htod_copies(scope),
         startup_range=scope.startup_range if before else "",
         idle_spans=spans,
