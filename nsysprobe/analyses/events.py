@@ -318,18 +318,31 @@ class Events:
         pids, corrs = np.asarray(pids, dtype=np.int64), np.asarray(corrs, dtype=np.int64)
         row = np.full(pids.size, -1, dtype=np.int64)
         for pid in distinct(pids).tolist():
-            if pid not in self._calls_by_id:
-                continue
-            ids, rows = self._calls_by_id[pid]
-            sel = np.flatnonzero((pids == pid) & (corrs >= 0))  # NO_ID joins nothing
-            want = corrs[sel]
-            if ids.dtype != want.dtype:  # search in the ids' own type, not a copy of them
-                info = np.iinfo(ids.dtype)
-                sel = sel[(want >= info.min) & (want <= info.max)]
-                want = corrs[sel].astype(ids.dtype)
-            at = np.minimum(np.searchsorted(ids, want), ids.size - 1)
-            hit = ids[at] == want
-            row[sel[hit]] = at[hit] if rows is None else rows[at[hit]]
+            sel = np.flatnonzero(pids == pid)
+            row[sel] = self.issuing_rows_of(pid, corrs[sel])
+        return row
+
+    def issuing_rows_of(self, pid: int, corrs: np.ndarray) -> np.ndarray:
+        """``issuing_rows`` of one process's correlation ids: no array of its pid per row
+        (10 M kernels of one process: 0.3 s and 80 MB a table)."""
+        if pid not in self._calls_by_id:
+            return np.full(corrs.size, -1, dtype=np.int64)
+        ids, rows = self._calls_by_id[pid]
+        usable = corrs >= 0  # NO_ID joins nothing
+        if ids.dtype != corrs.dtype:  # search in the ids' own type, not a copy of them
+            info = np.iinfo(ids.dtype)
+            usable &= (corrs >= info.min) & (corrs <= info.max)
+        sel = None if usable.all() else np.flatnonzero(usable)
+        del usable
+        want = (corrs if sel is None else corrs[sel]).astype(ids.dtype, copy=False)
+        at = np.minimum(np.searchsorted(ids, want), ids.size - 1)
+        hit = ids[at] == want
+        del want
+        found = np.where(hit, at if rows is None else rows[at], -1).astype(np.int64, copy=False)
+        if sel is None:
+            return found
+        row = np.full(corrs.size, -1, dtype=np.int64)
+        row[sel] = found
         return row
 
     @cached_property

@@ -136,7 +136,7 @@ def project(events: Events, pattern: str, thread: int, ranges: Table) -> StepWin
         process_ops += int(mine.size)
         if not mine.size:
             continue
-        row = events.issuing_rows(np.full(mine.size, pid), table["correlationId"][mine])
+        row = events.issuing_rows_of(pid, table["correlationId"][mine])
         known = row >= 0
         mine, at = mine[known], launched_at[row[known]]
         # The step whose CPU range holds the launch: the last to start at or before it.

@@ -166,9 +166,10 @@ def _account(run: Run):
     if not _gpu(run):
         return Missing(NO_GPU)
     ev = run.events
-    # A report of one process has its steps found once, for the account and the steps; one
+    # A report of one process has its steps found once, for the account and the steps (the
+    # account asks for them once its operations are made: the other core finds them); one
     # of several, each process's own (``analyze_account``), the report's found beside them.
-    found = {"steps": _steps_found(run)[1]} if len(ev.gpu_pids) == 1 else {}
+    found = {"steps": lambda: _steps_found(run)[1]} if len(ev.gpu_pids) == 1 else {}
     account = analyze_account(
         ev, run.step_range, idle_spans=sampled(ev), min_gap_ns=run.min_gap_ns, **found
     )

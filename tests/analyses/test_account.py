@@ -124,6 +124,32 @@ def test_account_conserves_time_and_matches_sql_busy(name):
         assert a.busy_ns + a.idle_ns == a.wall_ns
 
 
+def test_steps_given_as_a_function_are_asked_for_once_the_operations_are_made(monkeypatch):
+    # A report of one process: its step windows are found on the other core meanwhile
+    # (``report.declared``), so the account asks for them only after its own work is made.
+    from nsysprobe.analyses.account import scope as scope_module
+    from nsysprobe.analyses.steps import find_steps
+
+    path = SAMPLE_TRACES / "h200_baseline.sqlite"
+    order = []
+    made = scope_module.gpu_ops
+    monkeypatch.setattr(scope_module, "gpu_ops", lambda *a: order.append("ops") or made(*a))
+    with Trace(path) as trace:
+        events = Events.load(trace)
+        windows = find_steps(events, None).windows(events)
+
+        def steps():
+            order.append("steps")
+            return windows
+
+        (a,) = analyze_account(events, steps=steps).accounts
+    assert order == ["ops", "steps"]
+    expected = completion_windows(path, step_windows(path, a.pid), a.pid)
+    assert [(s.name, s.start_ns, s.wall_ns) for s in a.steps] == [
+        (n, s, e - s) for n, s, e in expected
+    ]
+
+
 COPY_RANGES = [
     "h200_baseline.sqlite",
     "h200_cpu_optimizer.sqlite",

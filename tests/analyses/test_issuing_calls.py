@@ -23,7 +23,8 @@ def calls_by_hand(path) -> dict[tuple[int, int], tuple[int, int]]:
     for tid, corr, name in query(
         path, f"SELECT globalTid, correlationId, nameId FROM {RUNTIME} ORDER BY rowid"
     ):
-        out.setdefault(((tid >> 24) & 0xFFFFFF, corr), (tid, name))
+        if corr is not None:  # a NULL id joins nothing
+            out.setdefault(((tid >> 24) & 0xFFFFFF, corr), (tid, name))
     return out
 
 
@@ -31,9 +32,9 @@ def wanted_ops(path) -> tuple[np.ndarray, np.ndarray]:
     """Every kernel's and copy's (pid, correlation id), and some that match no call."""
     rows = query(
         path,
-        "SELECT (globalPid >> 24) & 16777215, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL "
-        "UNION ALL SELECT (globalPid >> 24) & 16777215, correlationId "
-        "FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+        "SELECT (globalPid >> 24) & 16777215, ifnull(correlationId, -1) "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT (globalPid >> 24) & 16777215, "
+        "ifnull(correlationId, -1) FROM CUPTI_ACTIVITY_KIND_MEMCPY",
     )
     pids, corrs = (np.array(c, dtype=np.int64) for c in zip(*rows))
     # another process's id, an id past every call, -1 and one past 32 bits
@@ -46,12 +47,25 @@ def check(path) -> None:
     by_hand = calls_by_hand(path)
     pids, corrs = wanted_ops(path)
     with Trace(path) as t:
-        got = Events.load(t).issuing_calls(pids, corrs)
+        events = Events.load(t)
+    got = events.issuing_calls(pids, corrs)
     expect = [by_hand.get((int(p), int(c)), (np.nan, np.nan)) for p, c in zip(pids, corrs)]
     tid, name = (np.array(c, dtype=float) for c in zip(*expect))
     assert np.isnan(tid).sum() >= 4  # the four made up match nothing
     assert np.array_equal(np.asarray(got["tid"], dtype=float), tid, equal_nan=True)
     assert np.array_equal(np.asarray(got["nameId"], dtype=float), name, equal_nan=True)
+    # One process's ids at a time (``issuing_rows_of``), in 64 bits and, where they fit, 32.
+    rt = events.runtime
+    for pid in np.unique(pids).tolist():
+        mine = pids == pid
+        for ids in (corrs[mine], corrs[mine][np.abs(corrs[mine]) < 1 << 31].astype(np.int32)):
+            row = events.issuing_rows_of(pid, ids)
+            assert row.dtype == np.int64
+            joined = [
+                (int(rt["globalTid"][r]), int(rt["nameId"][r])) if r >= 0 else None
+                for r in row.tolist()
+            ]
+            assert joined == [by_hand.get((pid, c)) for c in ids.tolist()]
 
 
 @pytest.mark.parametrize(
@@ -99,5 +113,16 @@ def test_two_processes_whose_ids_rise_together(tmp_path):
                 f"UPDATE {t} SET globalPid = globalPid + (1 << 24) WHERE correlationId IN {moved}"
                 for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY")
             ),
+        )
+    )
+
+
+def test_a_null_id_joins_no_call_whose_id_is_null(tmp_path):
+    # Both read as -1 (NO_ID): a kernel and a call of the same process with no id.
+    check(
+        crafted(
+            tmp_path,
+            f"UPDATE {RUNTIME} SET correlationId = NULL WHERE rowid = 5",
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 7",
         )
     )

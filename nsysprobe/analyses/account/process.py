@@ -50,10 +50,11 @@ def analyze_account(
     """One account per (process, GPU) with GPU work; see the module docstring.
 
     ``steps``: the windows of the steps ``find_steps(events, step_range)`` found
-    (``windows.project``; None when it found none), so a report holding one process does not
-    look for its steps twice; without it they are found here. A report holding several
-    processes has each one's steps found in its own events. ``min_gap_ns``: the shortest
-    idle stretch listed as a gap (``Account.idle_gaps``); it changes no bucket.
+    (``windows.project``; None when it found none), or a function that gives them (asked
+    once the process's operations are made, ``scope_of``), so a report holding one process
+    does not look for its steps twice; without it they are found here. A report holding
+    several processes has each one's steps found in its own events. ``min_gap_ns``: the
+    shortest idle stretch listed as a gap (``Account.idle_gaps``); it changes no bucket.
     """
     work = events.work_per_pair
     pairs = sorted((p, d) for d, pids in events.device_pids.items() for p in pids)

@@ -80,12 +80,16 @@ class Scope:
 
 def scope_of(events: Events, pid: int, dev: int, steps, loaders: int, nccl=None) -> Scope:
     """The scope of the account of process ``pid`` on device ``dev``; ``nccl``: the calls
-    made inside NCCL's NVTX ranges (``nccl_issued``)."""
+    made inside NCCL's NVTX ranges (``nccl_issued``). ``steps``: its step windows, None, or
+    a function that gives them, asked only once the process's operations and calls are made
+    (the windows found on another core meanwhile: ``report.declared``)."""
     ops = gpu_ops(events, pid, dev, nccl)
+    runtime = runtime_calls(events, pid)
+    if callable(steps):
+        steps = steps()
     if steps is not None and not _any_work_in(ops, steps):
         steps = None  # none of this GPU work falls in a step: the steps are another's
     step_thread = steps.thread if steps is not None else None
-    runtime = runtime_calls(events, pid)
     home = _home_thread(runtime, step_thread, pid)
     first = int(ops["start"][0]) if len(ops) else 0
     if steps is not None and steps.count:
