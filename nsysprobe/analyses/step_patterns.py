@@ -63,7 +63,7 @@ from nsysprobe.analyses.calls import (
     api_kind,
 )
 from nsysprobe.analyses.events import Events
-from nsysprobe.analyses.rows import api_name, per_distinct
+from nsysprobe.analyses.rows import ROWS_PER_BLOCK, api_name, per_distinct
 from nsysprobe.common.frames import Tables
 from nsysprobe.common.table import distinct
 from nsysprobe.trace.values import pid_of
@@ -164,28 +164,11 @@ def analyze_step_patterns(events: Events, account: Account) -> StepPatterns | No
     steady = np.array([not s.startup and not s.final for s in steps])
     n = starts.size
 
-    k = events.kernels
-    mine = np.flatnonzero((pid_of(k["globalPid"]) == pid) & (k["deviceId"] == dev))
-    k_step = _step_of(starts, ends, k["start"][mine])
-    kept = k_step >= 0
-    k_step, k_name = k_step[kept], k["nameId"][mine][kept].astype(np.int64)
+    # Each table a block of rows at a time (10 M kernels: no array of their length held).
+    k_step, k_name = _kernel_pairs(events, pid, dev, starts, ends)
     sets, new_set, new_kernels = _kernel_sets(k_step, k_name, n)
-
-    rt = events.runtime
-    rows = np.flatnonzero(pid_of(rt["globalTid"]) == pid)
-    kind = per_distinct(rt["nameId"][rows], lambda i: _api_kind(events.name_of(i)), np.int64)
-    r_step = _step_of(starts, ends, rt["start"][rows])
-    counts = {
-        c: np.bincount(r_step[(r_step >= 0) & (kind == c)], minlength=n)
-        for c in (_SYNC, _TIMING, _ALLOC, _MODULE)
-    }
-
-    os_ = events.osrt
-    o_rows = np.flatnonzero(pid_of(os_["globalTid"]) == pid)
-    o_names = per_distinct(os_["nameId"][o_rows], events.name_of)
-    born = np.isin(o_names, list(BIRTH_CALLS)) if o_names.size else np.zeros(0, bool)
-    b_rows, b_names = o_rows[born], o_names[born]
-    b_start = os_["start"][b_rows]
+    counts, sync_step, sync_name = _call_counts(events, pid, starts, ends)
+    b_start, b_names = _births_of(events, pid)
     b_step = _step_of(starts, ends, b_start)
     births = np.bincount(b_step[b_step >= 0], minlength=n)
 
@@ -244,7 +227,7 @@ def analyze_step_patterns(events: Events, account: Account) -> StepPatterns | No
         module_loads_per_step=_median(loads[judged]),
         timing_syncs_per_step=_median(timing[judged]),
         repeating_timing_syncs_per_step=base_timing,
-        sync_calls=_sync_calls(events, rt, rows, kind, r_step, pattern),
+        sync_calls=_sync_calls(events, sync_step, sync_name, pattern),
         library=_library(events, k_step, k_name, pattern),
         births=_births(account, steady, births, b_step, b_start, b_names, idle),
         note="",
@@ -260,14 +243,94 @@ def _step_of(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray
     return np.where(inside, step, -1)
 
 
+# A (step, name id) pair is one integer where the steps times the ids' span fit these bits.
+PAIR_KEY_BITS = 62
+
+
+def _blocks(n: int):
+    """Row ranges [lo, hi) of a table of ``n`` rows, ``ROWS_PER_BLOCK`` at a time."""
+    return ((lo, lo + ROWS_PER_BLOCK) for lo in range(0, n, ROWS_PER_BLOCK))
+
+
+def _kernel_pairs(events: Events, pid: int, dev: int, starts, ends):
+    """The distinct (step, name id) of the process's kernels on the device that start in a
+    step's window, by step then name: what the steps' kernel sets and the pattern steps'
+    library read."""
+    k = events.kernels
+    names = k["nameId"]
+    if not len(k):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    low = int(names.min())
+    span = int(names.max()) - low + 1
+    # One integer per pair where it fits (steps times the ids' span), else pairs made
+    # distinct by a sort of both.
+    keyed = span <= (1 << PAIR_KEY_BITS) // max(starts.size, 1)
+    parts = [np.empty((0, 2), np.int64)]
+    for lo, hi in _blocks(len(k)):
+        on = (pid_of(k["globalPid"][lo:hi]) == pid) & (k["deviceId"][lo:hi] == dev)
+        rows = np.flatnonzero(on)
+        step = _step_of(starts, ends, k["start"][lo:hi][rows])
+        kept = step >= 0
+        step, name = step[kept], names[lo:hi][rows[kept]].astype(np.int64)
+        parts.append(_distinct_pairs(step, name, low, span, keyed))
+    pairs = np.concatenate(parts)
+    pairs = _distinct_pairs(pairs[:, 0], pairs[:, 1], low, span, keyed)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _distinct_pairs(step, name, low: int, span: int, keyed: bool) -> np.ndarray:
+    """The distinct (step, name) pairs as rows of two columns, by step then name."""
+    if keyed:
+        key = distinct(step * span + (name - low))
+        return np.stack([key // span, key % span + low], axis=1)
+    if not step.size:
+        return np.empty((0, 2), np.int64)
+    order = np.lexsort((name, step))
+    step, name = step[order], name[order]
+    new = np.ones(step.size, dtype=bool)
+    new[1:] = (step[1:] != step[:-1]) | (name[1:] != name[:-1])
+    return np.stack([step[new], name[new]], axis=1)
+
+
+def _call_counts(events: Events, pid: int, starts, ends):
+    """Per kind of call (``_SYNC``, ``_TIMING``, ``_ALLOC``, ``_MODULE``), how many of the
+    process's CUDA calls each step's window holds; and the step and name id of each
+    synchronizing one (``_SYNC``, ``_TIMING``) in a window, for ``_sync_calls``."""
+    rt = events.runtime
+    counts = {c: np.zeros(starts.size, np.int64) for c in (_SYNC, _TIMING, _ALLOC, _MODULE)}
+    steps, names = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    for lo, hi in _blocks(len(rt)):
+        rows = np.flatnonzero(pid_of(rt["globalTid"][lo:hi]) == pid)
+        ids = rt["nameId"][lo:hi][rows]
+        kind = per_distinct(ids, lambda i: _api_kind(events.name_of(i)), np.int64)
+        step = _step_of(starts, ends, rt["start"][lo:hi][rows])
+        for c, total in counts.items():
+            total += np.bincount(step[(step >= 0) & (kind == c)], minlength=starts.size)
+        sync = ((kind == _SYNC) | (kind == _TIMING)) & (step >= 0)
+        steps.append(step[sync])
+        names.append(ids[sync].astype(np.int64))
+    return counts, np.concatenate(steps), np.concatenate(names)
+
+
+def _births_of(events: Events, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """The start and name of each of the process's OS-runtime calls that starts a process
+    (``BIRTH_CALLS``), in table order."""
+    os_ = events.osrt
+    starts, names = [np.empty(0, np.int64)], [np.empty(0, dtype=object)]
+    for lo, hi in _blocks(len(os_)):
+        rows = np.flatnonzero(pid_of(os_["globalTid"][lo:hi]) == pid)
+        o_names = per_distinct(os_["nameId"][lo:hi][rows], events.name_of)
+        born = np.isin(o_names, list(BIRTH_CALLS)) if o_names.size else np.zeros(0, bool)
+        starts.append(os_["start"][lo:hi][rows[born]])
+        names.append(o_names[born])
+    return np.concatenate(starts), np.concatenate(names)
+
+
 def _kernel_sets(step: np.ndarray, name: np.ndarray, n: int):
     """Per step: its set of kernel names, whether no earlier step had that set, and how many
-    of its names no earlier step ran."""
-    names, code = np.unique(name, return_inverse=True)
-    width = max(names.size, 1)
-    p_step, p_name = np.divmod(distinct(step * width + code.ravel()), width)
-    cut = np.searchsorted(p_step, np.arange(n + 1))
-    sets = [frozenset(p_name[cut[i] : cut[i + 1]].tolist()) for i in range(n)]
+    of its names no earlier step ran (``step``, ``name``: the distinct pairs, by step)."""
+    cut = np.searchsorted(step, np.arange(n + 1))
+    sets = [frozenset(name[cut[i] : cut[i + 1]].tolist()) for i in range(n)]
     seen_sets: set[frozenset] = set()
     seen: set[int] = set()
     new_set = np.zeros(n, dtype=bool)
@@ -297,13 +360,12 @@ def _median(values) -> float:
     return float(np.median(values)) if values.size else 0.0
 
 
-def _sync_calls(events, rt, rows, kind, r_step, pattern) -> str:
-    """The pattern steps' synchronizing calls by name, most first."""
+def _sync_calls(events, step, name_id, pattern) -> str:
+    """The pattern steps' synchronizing calls by name, most first (``step``, ``name_id``: those
+    of every synchronizing call in a window)."""
     if not pattern.any():
         return ""
-    sel = ((kind == _SYNC) | (kind == _TIMING)) & (r_step >= 0)
-    sel[sel] = pattern[r_step[sel]]
-    ids, n = np.unique(rt["nameId"][rows[sel]], return_counts=True)
+    ids, n = np.unique(name_id[pattern[step]], return_counts=True)
     by_name: dict[str, int] = {}
     for i, c in zip(ids.tolist(), n.tolist()):
         name = api_name(events.name_of(i))
@@ -312,7 +374,8 @@ def _sync_calls(events, rt, rows, kind, r_step, pattern) -> str:
 
 
 def _library(events, k_step, k_name, pattern) -> str:
-    """Whose kernels the pattern steps ran: cuDNN's, Triton's, or neither."""
+    """Whose kernels the pattern steps ran: cuDNN's, Triton's, or neither (``k_step``,
+    ``k_name``: the distinct pairs)."""
     if not pattern.any() or not k_step.size:
         return ""
     ids = distinct(k_name[pattern[k_step]]).tolist()

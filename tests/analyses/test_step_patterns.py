@@ -257,6 +257,19 @@ def test_validation_workers_born_every_pass_are_found_and_counted_once():
         assert first.id == "multiprocess_loading" and first.evidence["period_steps"] == 5
 
 
+@pytest.mark.parametrize("key_bits", [62, 0])
+def test_figures_made_a_block_of_rows_at_a_time_are_those_of_sql(monkeypatch, key_bits):
+    """Each table read 97 rows at a time, the (step, kernel) pairs as one integer or, with no
+    bits for one, sorted as pairs: every figure still that of SQL."""
+    from nsysprobe.analyses import step_patterns
+
+    monkeypatch.setattr(step_patterns, "ROWS_PER_BLOCK", 97)
+    monkeypatch.setattr(step_patterns, "PAIR_KEY_BITS", key_bits)
+    test_cudnn_autotuning_every_step_is_named_first_with_its_figures()
+    test_workers_born_every_epoch_name_persistent_workers_with_their_period_and_cost()
+    test_validation_workers_born_every_pass_are_found_and_counted_once()
+
+
 @pytest.mark.parametrize("name", REGULAR + SHARED)
 def test_a_loop_that_repeats_itself_has_no_pattern(name):
     """No capture but the two above autotunes, recompiles or forks in its steps."""
