@@ -118,7 +118,7 @@ def test_two_processes_whose_ids_rise_together(tmp_path):
 
 
 def test_a_null_id_joins_no_call_whose_id_is_null(tmp_path):
-    # Both read as -1 (NO_ID): a kernel and a call of the same process with no id.
+    # A kernel with no id (read as -1, NO_ID) and a call of its process with none: no join.
     check(
         crafted(
             tmp_path,
