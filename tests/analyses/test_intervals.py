@@ -102,6 +102,30 @@ def test_complement_and_clip_partition_the_window(ivs, lo, width):
     assert iv.total(inside) + iv.total(outside) == hi - lo
 
 
+@given(st.lists(interval_lists, min_size=2, max_size=4), st.booleans())
+def test_the_union_of_unions_is_the_union_of_all_their_intervals(parts, as_given):
+    # Unions, or the intervals as given (unsorted, overlapping: the largest then joined and
+    # sorted with the others, not merged into its places).
+    made = [arrays(p) if as_given else iv.union(*arrays(p)) for p in parts]
+    s, e = iv.union_of(made)
+    expected = runs(cells([i for p in parts for i in p]))
+    assert list(zip(s.tolist(), e.tolist())) == expected
+
+
+def test_the_union_of_a_large_union_and_small_ones_puts_them_in_its_places():
+    # 20,000 kernels one after another with a gap, copies inside, across and between them.
+    k_s = np.arange(20_000, dtype=np.int64) * 10
+    kernels = (k_s, k_s + 6)
+    copies = iv.union(np.array([3, 8, 95, 199_990, 55]), np.array([5, 12, 107, 200_005, 56]))
+    memsets = iv.union(np.array([9, 1_000]), np.array([10, 1_004]))
+    s, e = iv.union_of([kernels, copies, memsets])
+    line = np.zeros(200_010, dtype=bool)
+    for a, b in [*zip(k_s, k_s + 6), *zip(*copies), *zip(*memsets)]:
+        line[a:b] = True
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], line.view(np.int8), [0]])))
+    assert s.tolist() == edges[0::2].tolist() and e.tolist() == edges[1::2].tolist()
+
+
 def test_union_of_nothing_is_empty():
     s, e = iv.union([], [])
     assert s.size == 0 and e.size == 0
