@@ -43,7 +43,7 @@ def union_of(parts: list[Intervals]) -> Intervals:
     big = max(range(len(parts)), key=lambda i: parts[i][0].size)
     b_s, b_e = as_intervals(*parts[big])
     rest = [as_intervals(*p) for i, p in enumerate(parts) if i != big]
-    if not _ascending(b_s):
+    if not ascending(b_s):
         return union(
             np.concatenate([b_s, *(p[0] for p in rest)]),
             np.concatenate([b_e, *(p[1] for p in rest)]),
@@ -56,7 +56,8 @@ def union_of(parts: list[Intervals]) -> Intervals:
     return union(np.insert(b_s, at, r_s), np.insert(b_e, at, r_e))
 
 
-def _ascending(a: np.ndarray) -> bool:
+def ascending(a: np.ndarray) -> bool:
+    """Whether ``a`` never falls (times in order)."""
     return bool((a[1:] >= a[:-1]).all()) if a.size > 1 else True
 
 
@@ -69,7 +70,7 @@ def union(starts, ends) -> Intervals:
         starts, ends = starts[nonempty], ends[nonempty]
     if starts.size == 0:
         return starts.copy(), ends.copy()
-    if (starts[1:] >= starts[:-1]).all():
+    if ascending(starts):
         s, e = starts, ends  # traces are mostly in time order already: no sort, no copy
     else:
         order = np.argsort(starts, kind="stable")

@@ -117,7 +117,7 @@ class ThreadCalls:
         rows = rows_of_thread(df, thread)
         self._table_start = df["start"]
         self.start = None  # the rows' starts, kept only when the table is not in start order
-        if not _ascending(self._table_start):
+        if not iv.ascending(self._table_start):
             start = self._table_start[rows]
             order = np.argsort(start, kind="stable")
             rows, self.start = rows[order], start[order]
@@ -149,10 +149,6 @@ class ThreadCalls:
         rows = rows[ends > lo]
         s = self._table_start[rows]
         return self.df.take(rows[iv.overlaps_any(s, self._end[rows], by)])
-
-
-def _ascending(a: np.ndarray) -> bool:
-    return bool((a[1:] >= a[:-1]).all()) if a.size > 1 else True
 
 
 def sweep(calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):

@@ -122,8 +122,7 @@ def test_the_union_of_a_large_union_and_small_ones_puts_them_in_its_places():
     line = np.zeros(200_010, dtype=bool)
     for a, b in [*zip(k_s, k_s + 6), *zip(*copies), *zip(*memsets)]:
         line[a:b] = True
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], line.view(np.int8), [0]])))
-    assert s.tolist() == edges[0::2].tolist() and e.tolist() == edges[1::2].tolist()
+    assert list(zip(s.tolist(), e.tolist())) == runs(line)
 
 
 def test_union_of_nothing_is_empty():
