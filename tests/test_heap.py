@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nsysprobe.common.heap import free_huge_bytes
+from nsysprobe.common.heap import free_bytes, free_huge_bytes
 
 from conftest import SAMPLE_TRACES
 
@@ -158,20 +158,42 @@ def test_free_huge_bytes_takes_the_kernels_huge_page_and_any_bytes(tmp_path, mon
     assert free_huge_bytes(odd) == 2 * (4 << 20)
 
 
+def test_free_bytes_splits_the_free_memory_at_a_huge_page():
+    # Orders 0-8 (4 KiB to 1 MiB) and 9-10 of every zone, by hand. At 08:30: DMA 256 pages
+    # (one block of order 8), DMA32
+    # 309 + 2 x 276 + 4 x 216 + 8 x 151 + 16 x 115 + 32 x 78 + 64 x 62 + 128 x 54 + 256 x 27
+    # = 25,061 pages, Normal 23,908 + 2 x 16,631 + 4 x 10,086 + 8 x 4,390 + 16 x 2,743
+    # + 32 x 2,168 + 64 x 2,479 + 128 x 2,657 + 256 x 2,246 = 1,319,626 pages; huge: 2 x (1 + 23
+    # + 1,096) + 4 x (3 + 716 + 847) MiB.
+    assert free_bytes(BUDDYINFO / "ci_2026-12-06_0830.txt") == (
+        (256 + 25_061 + 1_319_626) << 12,
+        8504 << 20,
+    )
+    # With another process holding 6.8 GiB of 4 KiB pages: DMA and DMA32 the same 256 and
+    # 25,061 pages, Normal 14,806 + 2 x 8,260 + 4 x 5,743 + 8 x 1,756 + 16 x 834 + 32 x 202
+    # + 64 x 89 + 128 x 30 + 256 x 4 = 98,714 pages.
+    assert free_bytes(BUDDYINFO / "ci_2026-12-06_0842_held.txt")[0] == (256 + 25_061 + 98_714) << 12
+    assert free_bytes(BUDDYINFO / "absent.txt") == (0, 0)
+
+
 @pytest.mark.parametrize(
     "buddyinfo, before, after",
     [
-        ("ci_2026-12-05_2058.txt", "0", "True"),  # 1,572 MiB free in 2 MiB blocks
-        ("fragmented", "1", "False"),  # the same with no block of 2 MiB or more free
+        # 484 MiB free in blocks under 2 MiB, 7,228 MiB in blocks of 2 MiB or more
+        ("ci_2026-12-06_0842_held.txt", "0", "True"),
+        # 5,253 MiB free in blocks under 2 MiB: 4 KiB pages come from blocks no one reported
+        ("ci_2026-12-06_0830.txt", "1", "False"),
+        ("ci_2026-12-05_2058.txt", "1", "False"),  # 10,410 MiB under 2 MiB, 1,572 over
+        ("fragmented", "1", "False"),  # the held state with no block of 2 MiB or more free
         ("absent.txt", "1", "False"),
     ],
 )
-def test_numpy_advises_huge_pages_only_where_the_kernel_has_them_free(
+def test_numpy_advises_huge_pages_only_where_huge_blocks_are_free_and_small_ones_few(
     buddyinfo, before, after, tmp_path
 ):
     path = BUDDYINFO / buddyinfo
     if buddyinfo == "fragmented":
-        lines = (BUDDYINFO / "ci_2026-12-05_2058.txt").read_text().splitlines()
+        lines = (BUDDYINFO / "ci_2026-12-06_0842_held.txt").read_text().splitlines()
         path = tmp_path / "buddyinfo"
         path.write_text("".join(" ".join(line.split()[:-2] + ["0", "0"]) + "\n" for line in lines))
     check = "print(np._core.multiarray._get_madvise_hugepage())\n"

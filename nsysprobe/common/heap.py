@@ -35,19 +35,34 @@ Elsewhere than glibc none of this is done.
 numpy advises the kernel to back each array of 4 MiB or more with huge pages. Where
 transparent huge pages are on ``madvise`` with ``defrag`` on ``madvise`` too (this project's
 machine, and the default of several distributions), a first touch of such an array takes a free
-block of a huge page (2 MiB here), or stalls on a compaction that makes one. So the advice
-stands only while the kernel holds ``HUGE_FREE_BYTES`` free in such blocks or larger ones
-(``/proc/buddyinfo``), and is turned off otherwise. Both states were measured on this machine:
+block of a huge page (2 MiB here), or stalls on a compaction that makes one. On a virtual
+machine whose balloon reports free pages to its host (``page_reporting_order`` 9 here: blocks of
+2 MiB and more), those blocks are the ones the host took back: each huge page is zeroed by the
+guest while the host backs it anew, page by page. A 4 KiB page comes first from the smaller free
+blocks, which no one reported. Since freed arrays stay in the process (above), an analysis
+touches new memory only up to its peak, and which blocks that memory comes from decides its
+system time. So the advice stands only while the kernel holds ``HUGE_FREE_BYTES`` free in blocks
+of a huge page or more and less than ``SMALL_FREE_BYTES`` in smaller ones (``/proc/buddyinfo``),
+and is turned off otherwise. Measured on this machine:
 
-- 2026-12-02, 10:30 UTC (the free blocks not recorded; the stalls say few): with the advice
-  (``NUMPY_MADVISE_HUGEPAGE=1`` against 0, two runs each) the OS-runtime-heavy 1e6 replica
-  took 12.2-12.3 s against 11.5-11.7 s, the kernel-heavy one 2.88-2.94 s against 2.75 s;
-  filling four fresh arrays of 9.8 M int64 values a block at a time, 0.65 s against 0.14 s.
-- 2026-12-05, 20:53-20:57 UTC, ~1.5 GB free in such blocks (8.9 GB at 20:59): with the advice
-  the kernel-heavy 1e7 replica took 17.1-19.4 s against 21.0-23.6 s (system time 2.8-3.5 s
-  against 6.8-7.8 s), the user-reported NVTX-heavy shape 19.3-23.3 s (median 20.3) against
-  20.9-22.3 s (22.1), kernel-heavy 1e6 2.11-2.26 s against 2.19-2.28 s, the same peak memory
-  (three runs each, interleaved); the four arrays, 0.04-0.06 s against 0.10-0.12 s.
+- 2026-12-06, 08:27-08:36 UTC (``tests/data/buddyinfo/ci_2026-12-06_0830.txt``: 5,253 MiB free
+  in smaller blocks, 8,504 MiB in huge ones), three rounds, each the Arrow floor then this rule
+  (advice off) and the advice on (fde7c25), in alternating order, the same outputs: the
+  kernel-heavy 1e7 replica 14.51-14.76 s (system time 2.5-2.7 s) against 20.84-23.52 s
+  (12.8-17.2 s), the floor 10.33-14.60 s; the user-reported NVTX-heavy shape 18.32-18.62 s
+  (2.0-2.2 s) against 20.72-22.21 s (5.8-9.6 s); kernel-heavy 1e6 1.86-1.91 s against
+  1.78-2.00 s; the same peak memory.
+- 2026-12-06, about 08:21 and 08:43-08:46 UTC, with another process holding 6.8 GiB of 4 KiB pages
+  (``ci_2026-12-06_0842_held.txt``: 484 MiB free in smaller blocks, 7,228 MiB in huge ones), the
+  1e7 replica, four runs each in two series: the advice on 16.2-23.1 s (median 16.6) against
+  17.0-22.6 s (median 17.8).
+- 2026-12-02, 10:30 UTC (the free blocks not recorded), each array of 8 MiB or more still
+  mapped on its own and given back when freed: with the advice (``NUMPY_MADVISE_HUGEPAGE=1``
+  against 0, two runs each) the OS-runtime-heavy 1e6 replica took 12.2-12.3 s against
+  11.5-11.7 s; filling four fresh arrays of 9.8 M int64 values, 0.65 s against 0.14 s. On
+  2026-12-05, 20:53-20:57 UTC (``ci_2026-12-05_2058.txt``), arrays still mapped on their own, the
+  advice took the 1e7 replica from 21.0-23.6 s to 17.1-19.4 s: an analysis that mapped every
+  array anew then touched ~11 GiB of new memory, where 4 KiB pages cost 512 faults per 2 MiB.
 """
 
 from __future__ import annotations
@@ -66,6 +81,8 @@ MAPPED_BYTES = 256 << 20
 KEPT_BYTES = 1 << 30
 # Huge pages are advised while the kernel holds this much free in blocks of a huge page or more.
 HUGE_FREE_BYTES = 512 << 20
+# ... and while it holds less than this free in smaller blocks (``huge_pages_pay``).
+SMALL_FREE_BYTES = 1 << 30
 BUDDYINFO = "/proc/buddyinfo"
 HUGE_PAGE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 
@@ -86,24 +103,37 @@ def keep_freed_arrays() -> None:
     core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
     advise = getattr(core.multiarray, "_set_madvise_hugepage", None)
     if advise is not None:
-        advise(free_huge_bytes() >= HUGE_FREE_BYTES)
+        advise(huge_pages_pay())
+
+
+def huge_pages_pay(path: str | None = None) -> bool:
+    """Whether numpy's huge-page advice pays here: the kernel holds ``HUGE_FREE_BYTES`` free in
+    blocks of a huge page or more, and less than ``SMALL_FREE_BYTES`` in smaller ones."""
+    small, huge = free_bytes(path)
+    return huge >= HUGE_FREE_BYTES and small < SMALL_FREE_BYTES
 
 
 def free_huge_bytes(path: str | None = None) -> int:
     """Bytes free in blocks of a huge page or more (``HUGE_PAGE``: 2 MiB, or what the kernel
     says), over every zone of ``/proc/buddyinfo`` (a line per zone: ``Node 0, zone Normal``
     then the count of free blocks of 1, 2, 4... pages); 0 where it cannot be read."""
+    return free_bytes(path)[1]
+
+
+def free_bytes(path: str | None = None) -> tuple[int, int]:
+    """(bytes free in blocks smaller than a huge page, bytes free in blocks of a huge page or
+    more), over every zone of ``/proc/buddyinfo``; (0, 0) where it cannot be read."""
     text = _read(path or BUDDYINFO)
     if text is None:
-        return 0
+        return 0, 0
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     huge = max(0, (_huge_page_bytes() // page).bit_length() - 1)  # its order
-    free = 0
+    free = [0, 0]
     for line in text.splitlines():
         for order, n in enumerate(line.split()[4:]):
-            if order >= huge and n.isascii() and n.isdigit():
-                free += int(n) << order
-    return free * page
+            if n.isascii() and n.isdigit():
+                free[order >= huge] += int(n) << order
+    return free[0] * page, free[1] * page
 
 
 def _huge_page_bytes() -> int:
