@@ -22,6 +22,7 @@ from bisect import bisect_right
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -41,12 +42,15 @@ from independent import (
 from independent import step_ranges as step_windows
 
 from nsysprobe import analyze as nsysprobe_analyze
+from nsysprobe.analyses import intervals as iv
 from nsysprobe.analyses import rows as rows_module
 from nsysprobe.analyses.account import analyze_account
 from nsysprobe.analyses.account import arrays as account_module
+from nsysprobe.analyses.account import copies as copies_module
 from nsysprobe.analyses.account.tally import DETAILS_LISTED
 from nsysprobe.analyses.communication import collective_of, is_communication_kernel
 from nsysprobe.analyses.events import Events
+from nsysprobe.common.table import Table
 from nsysprobe.trace.reader import Trace
 
 from conftest import SAMPLE_TRACES, shared_trace
@@ -223,6 +227,52 @@ def test_copy_ranges_are_the_innermost_nvtx_range_around_each_issuing_call(name)
         totals[label] = totals.get(label, 0) + end - start
     expected = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:DETAILS_LISTED]
     assert copies and [(d.name, d.ns) for d in a.copy_ranges] == expected
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 2)), max_size=60),
+    st.lists(
+        st.one_of(st.integers(0, 70).map(lambda k: k * 10), st.integers(0, 700)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(1, 9),
+)
+def test_copy_ranges_look_only_at_the_ranges_holding_a_call(actions, calls, block):
+    # Three threads push and pop NVTX ranges at 0, 10, 20 ... (a range left open ends at 700),
+    # rows in the order they closed; the calls land on starts and ends too. By hand: a range
+    # [start, end) of the thread holds a call where start <= call < end, and a call's range is
+    # the one started last of those holding it.
+    open_: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    rows = []
+    for k, (push, tid) in enumerate(actions):
+        if push or not open_[tid]:
+            open_[tid].append(k * 10)
+        else:
+            rows.append((open_[tid].pop(), k * 10, tid))
+    rows += [(start, 700, tid) for tid, starts in open_.items() for start in starts]
+    nv = Table(
+        {
+            name: np.array([r[i] for r in rows], dtype=np.int64)
+            for i, name in enumerate(("start", "end", "globalTid"))
+        }
+    )
+    points = np.sort(np.array(calls, dtype=np.int64))
+    old = copies_module.HOLDING_BLOCK
+    copies_module.HOLDING_BLOCK = block
+    try:
+        for tid in (0, 1, 2):
+            held = copies_module._holding(nv, tid, points)
+            assert held.tolist() == [
+                i for i, (s, e, t) in enumerate(rows) if t == tid and any(s <= p < e for p in calls)
+            ]
+            j = iv.innermost_cover(nv["start"][held], nv["end"][held], points)
+            found = [int(held[x]) if x >= 0 else -1 for x in j.tolist()]
+            for p, row in zip(points.tolist(), found):
+                holders = [i for i, (s, e, t) in enumerate(rows) if t == tid and s <= p < e]
+                assert row == (max(holders, key=lambda i: rows[i][0]) if holders else -1)
+    finally:
+        copies_module.HOLDING_BLOCK = old
 
 
 def test_the_two_gpu_trace_has_one_account_per_rank_with_exposed_nccl():

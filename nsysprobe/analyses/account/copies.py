@@ -27,19 +27,38 @@ def copy_ranges(scope: Scope) -> tuple[Detail, ...]:
     known = np.flatnonzero(call >= 0)
     tids, at = rt["globalTid"][call[known]], rt["start"][call[known]]
     for tid in distinct(tids).tolist():
-        # The thread's ranges by a mask, their rows found only for the ranges hit: a thread
-        # of 8 M ranges holds no array of 8 M rows beside the cover's own.
-        mine = nv["globalTid"] == tid if len(nv) else np.empty(0, bool)
         these = np.flatnonzero(tids == tid)
-        j = iv.innermost_cover(nv["start"][mine], nv["end"][mine], at[these])
+        # Only the thread's ranges that hold a call: a few per call, of its millions.
+        rows = _holding(nv, tid, np.sort(at[these]))
+        j = iv.innermost_cover(nv["start"][rows], nv["end"][rows], at[these])
         hit = j >= 0
-        where[known[these[hit]]] = label_at(nv["pattern"], np.flatnonzero(mine)[j[hit]])
-        del mine, j
+        where[known[these[hit]]] = label_at(nv["pattern"], rows[j[hit]])
     totals: dict[str, int] = {}
     for name, ns in zip(where.tolist(), dur.tolist()):
         totals[name] = totals.get(name, 0) + int(ns)
     ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:DETAILS_LISTED]
     return tuple(Detail(name, ns) for name, ns in ranked)
+
+
+# NVTX rows tested at a time (``_holding``): what it holds beside the table is of this size.
+HOLDING_BLOCK = 1 << 20
+
+
+def _holding(nv, tid: int, points: np.ndarray) -> np.ndarray:
+    """Rows of the NVTX ranges of thread ``tid`` that hold one of ``points`` (sorted) at
+    least: a range [start, end) does where the first point at or after its start comes before
+    its end. Every range holding a point is kept, and those that hold none make no cover
+    innermost (nested ranges: the one started last of those holding the point)."""
+    out = [np.empty(0, np.int64)]
+    for lo in range(0, len(nv), HOLDING_BLOCK):
+        part = slice(lo, lo + HOLDING_BLOCK)
+        mine = np.flatnonzero(nv["globalTid"][part] == tid)
+        s, e = nv["start"][part][mine], nv["end"][part][mine]
+        k = np.searchsorted(points, s, side="left")
+        held = k < points.size
+        held[held] = points[k[held]] < e[held]
+        out.append(mine[held] + lo)
+    return np.concatenate(out)
 
 
 def _steady_htod(scope: Scope) -> np.ndarray:
