@@ -1,56 +1,92 @@
-"""A generator's items made in a thread of their own, ahead of the caller
+"""Items made in order on two cores: a thread of their own and the caller's
 (``nsysprobe/common/ahead.py``)."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
-from nsysprobe.common.ahead import DEPTH, ahead
+from nsysprobe.common.ahead import DEPTH, in_order
+
+AHEAD = "nsysprobe-ahead"
 
 
-def _counted(n: int, made: list, fail_at: int | None = None):
-    def make():
-        for i in range(n):
-            if i == fail_at:
-                raise ValueError(f"item {i}")
-            made.append(threading.current_thread().name)
-            yield i
+def _prepared(n: int, made: list, fail_at: int | None = None, slow: str | None = None):
+    """prepare() for ``in_order``: head "head", n items; ``made`` gets (index, thread) of
+    each; index ``fail_at`` raises; the thread named ``slow`` takes 5 ms an item."""
 
-    return make
+    def make(k: int) -> int:
+        name = threading.current_thread().name
+        if k == fail_at:
+            raise ValueError(f"item {k}")
+        if name == slow:
+            time.sleep(0.005)
+        made.append((k, name))
+        return k
+
+    def prepare():
+        made.append(("prepare", threading.current_thread().name))
+        return "head", n, make
+
+    return prepare
 
 
-def test_the_items_come_in_order_made_in_another_thread_at_most_depth_ahead():
-    made: list[str] = []
+def test_the_items_come_in_order_each_made_once_by_one_of_the_two_threads():
+    made: list = []
+    with in_order(_prepared(200, made, slow=AHEAD)) as items:
+        got = list(items)
+    assert got == ["head", *range(200)]
+    assert made[0] == ("prepare", AHEAD)
+    indexes = sorted(k for k, _ in made[1:])
+    assert indexes == list(range(200))  # each made once
+    by = {name for _, name in made[1:]}
+    assert by == {AHEAD, "MainThread"}  # the caller took some while the thread was slow
+    for name in by:  # each thread took its indexes in increasing order
+        mine = [k for k, who in made[1:] if who == name]
+        assert mine == sorted(mine)
+
+
+def test_the_thread_is_at_most_depth_items_ahead_of_the_caller():
+    made: list = []
     ahead_by = []
-    with ahead(_counted(50, made)) as items:
-        got = []
-        for i in items:
-            got.append(i)
-            ahead_by.append(len(made) - len(got))
-    assert got == list(range(50))
-    assert set(made) == {"nsysprobe-ahead"}
-    # The item taken, the ones waiting in the queue, and the one the thread holds.
-    assert 0 <= min(ahead_by) and max(ahead_by) <= DEPTH + 1
+    with in_order(_prepared(50, made)) as items:
+        assert next(items) == "head"
+        for got, i in enumerate(items, start=1):
+            time.sleep(0.002)  # a slow caller: the thread runs ahead as far as it may
+            ahead_by.append(max(k for k, _ in made[1:]) + 1 - got)
+            assert i == got - 1
+    assert {name for _, name in made[1:]} == {AHEAD}
+    assert 0 <= min(ahead_by) and max(ahead_by) <= DEPTH
 
 
 def test_an_error_in_the_thread_is_raised_to_the_caller_after_the_items_before_it():
     got = []
     with pytest.raises(ValueError, match="item 7"):
-        with ahead(_counted(20, [], fail_at=7)) as items:
+        with in_order(_prepared(20, [], fail_at=7)) as items:
             got.extend(items)
-    assert got == list(range(7))
+    assert got == ["head", *range(7)]
+
+
+def test_an_error_in_prepare_is_raised_at_the_first_item():
+    def prepare():
+        raise KeyError("prepare")
+
+    with pytest.raises(KeyError, match="prepare"):
+        with in_order(prepare) as items:
+            next(items)
+    assert not [t for t in threading.enumerate() if t.name == AHEAD]
 
 
 def test_leaving_the_block_early_stops_the_thread_before_its_next_item():
-    made: list[str] = []
+    made: list = []
     with pytest.raises(KeyError):
-        with ahead(_counted(10_000, made)) as items:
+        with in_order(_prepared(10_000, made)) as items:
             for i in items:
                 if i == 3:
                     raise KeyError("the caller's own error")
     # The block waited for the thread: nothing is made after it, and little was made ahead.
     after = len(made)
-    assert not [t for t in threading.enumerate() if t.name == "nsysprobe-ahead"]
-    assert len(made) == after <= 4 + DEPTH + 1
+    assert not [t for t in threading.enumerate() if t.name == AHEAD]
+    assert len(made) == after <= 1 + 4 + DEPTH + 1

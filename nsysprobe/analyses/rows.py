@@ -10,6 +10,7 @@ Each holds a bounded part of a table at once however long it is: ``ROWS_PER_BLOC
 
 from __future__ import annotations
 
+import copy
 import re
 
 import numpy as np
@@ -125,6 +126,12 @@ class ThreadCalls:
         self._end = df["end"]
         self._open = rows[:0]  # taken rows ending after the last stretch
         self._taken = 0  # rows[:_taken] started before the last stretch ended
+
+    def fork(self) -> ThreadCalls:
+        """The same rows, taken from the first again: a sweep of another thread's own."""
+        other = copy.copy(self)
+        other._open, other._taken = self.rows[:0], 0
+        return other
 
     def started_before(self, t) -> np.ndarray:
         """How many of the rows start before each time of ``t``."""

@@ -1,61 +1,100 @@
-"""A generator's items made on a second core while the caller works on the ones before.
+"""Items made in order on two cores: a thread of their own makes them ahead of the caller, and
+the caller makes the next one itself when the one it waits for is not made yet.
 
 numpy lets go of Python's lock inside its loops over large arrays (sorts, searches, ufuncs,
 takes), so two threads each working on arrays of many thousand rows run on two cores: the
-step account's idle pieces are made in a thread of their own while the account sums the busy
-time and then the pieces made before (``account.process``).
+step account's idle pieces are made a run of intervals at a time in a thread of their own
+while the account sums the busy time, and by both threads once it has (``account.process``).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
 T = TypeVar("T")
+H = TypeVar("H")
 
 # Items made ahead of the caller at most: what the thread holds beyond the caller's item.
 DEPTH = 2
-_DONE = object()
 
 
 @contextmanager
-def ahead(make: Callable[[], Iterator[T]], depth: int = DEPTH) -> Iterator[Iterator[T]]:
-    """``with ahead(make) as items``: the items of ``make()`` in order, made in a thread of
-    their own: ``depth`` made ahead of the caller's at most, and one under way. An error in
-    the thread is raised to the caller at the item where it happened; leaving the block early
-    (an error of the caller's, Ctrl-C) stops the thread before its next item, and the block
-    waits for it."""
-    made: queue.Queue = queue.Queue(depth)
+def in_order(
+    prepare: Callable[[], tuple[H, int, Callable[[int], T]]], depth: int = DEPTH
+) -> Iterator[Iterator]:
+    """``with in_order(prepare) as items``: ``prepare()``, run in a thread of its own, gives
+    (head, n, make); ``items`` yields head, then ``make(0)`` ... ``make(n - 1)`` in order.
+
+    The thread makes the items one after the other, ``depth`` ahead of the caller's at most.
+    The caller, when the item it asks for is not made yet, makes the next one no thread has
+    taken (up to ``depth`` ahead of its own) instead of waiting: each index is made once, by
+    the thread that takes it, and each thread takes its indexes in increasing order. An error
+    in either thread is raised to the caller at the item where it happened; leaving the block
+    early (an error of the caller's, Ctrl-C) stops the thread before its next item, and the
+    block waits for it."""
+    cond = threading.Condition()
+    made: dict[int, T] = {}
+    # What both threads share, under ``cond``: the next index to take, the items taken by
+    # the caller so far, what ``prepare`` gave, and the thread's error.
+    at = {"next": 0, "taken": 0}
+    given: list = []
+    failed: list[BaseException] = []
     stop = threading.Event()
 
-    def put(entry) -> bool:
-        while not stop.is_set():
-            try:
-                made.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def keep(k: int, item: T) -> None:
+        with cond:
+            made[k] = item
+            cond.notify_all()
 
     def work() -> None:
         try:
-            for item in make():
-                if not put((item, None)):
-                    return
-            put((_DONE, None))
+            head, n, make = prepare()
+            with cond:
+                given.extend((head, n, make))
+                cond.notify_all()
+            while True:
+                with cond:
+                    while (
+                        not stop.is_set() and at["next"] < n and at["next"] - at["taken"] >= depth
+                    ):
+                        cond.wait()
+                    if stop.is_set() or at["next"] >= n:
+                        return
+                    k = at["next"]
+                    at["next"] += 1
+                keep(k, make(k))
         except BaseException as exc:  # noqa: BLE001 -- raised again in the caller's thread
-            put((_DONE, exc))
+            with cond:
+                failed.append(exc)
+                cond.notify_all()
 
-    def items() -> Iterator[T]:
-        while True:
-            item, exc = made.get()
-            if item is _DONE:
-                if exc is not None:
-                    raise exc
-                return
+    def items() -> Iterator:
+        with cond:
+            while not given and not failed:
+                cond.wait()
+            if not given:
+                raise failed[0]
+            head, n, make = given
+        yield head
+        for k in range(n):
+            while True:
+                with cond:
+                    if k in made:
+                        item = made.pop(k)
+                        at["taken"] = k + 1
+                        cond.notify_all()
+                        break
+                    if failed:
+                        raise failed[0]
+                    if at["next"] >= n or at["next"] - k > depth:
+                        cond.wait()
+                        continue
+                    j = at["next"]
+                    at["next"] += 1
+                keep(j, make(j))
             yield item
 
     thread = threading.Thread(target=work, name="nsysprobe-ahead", daemon=True)
@@ -64,4 +103,6 @@ def ahead(make: Callable[[], Iterator[T]], depth: int = DEPTH) -> Iterator[Itera
         yield items()
     finally:
         stop.set()
+        with cond:
+            cond.notify_all()
         thread.join()

@@ -15,9 +15,11 @@ Part 3 draws random timelines and checks conservation and the busy split cell by
 
 from __future__ import annotations
 
+import itertools
 import re
 import tempfile
 import threading
+import time
 from bisect import bisect_right
 from contextlib import contextmanager
 from pathlib import Path
@@ -163,31 +165,45 @@ COPY_RANGES = [
 ]
 
 
-def test_the_idle_pieces_made_on_a_second_thread_sum_as_those_made_in_one(monkeypatch):
-    # The account's idle pieces come from a thread of their own (``common.ahead``), many
-    # runs of 64 intervals; made in the caller's thread instead, the report is the same.
+def test_the_idle_pieces_made_on_two_threads_sum_as_those_made_in_one(monkeypatch):
+    # The account's idle pieces come a run of 64 intervals (or calls) at a time from a thread
+    # of their own and from the account's (``common.ahead.in_order``), each run's texts coded apart;
+    # made in the caller's thread alone, in order, the report is the same.
     from nsysprobe.analyses.account import process
     from nsysprobe.report.saved import to_json
 
     monkeypatch.setattr(account_module, "INTERVALS_PER_RUN", 64)
-    made_on = []
+    monkeypatch.setattr(rows_module, "CALLS_PER_SWEEP", 64)
+    prepared_on, made_on = [], []
     idle_pieces = process.idle_pieces
 
     def recorded(*args):
-        made_on.append(threading.current_thread().name)
-        return idle_pieces(*args)
+        prepared_on.append(threading.current_thread().name)
+        readback_bytes, texts, n, make, finish = idle_pieces(*args)
+
+        def made(k):
+            made_on.append(threading.current_thread().name)
+            if made_on[-1] == "nsysprobe-ahead":
+                time.sleep(0.005)  # a slow second core: the account's thread takes runs too
+            return make(k)
+
+        return readback_bytes, texts, n, made, finish
 
     monkeypatch.setattr(process, "idle_pieces", recorded)
     trace = real_trace("h200_pinned.sqlite")
     two = to_json(nsysprobe_analyze(trace))
+    assert set(made_on) == {"nsysprobe-ahead", "MainThread"}
 
     @contextmanager
-    def in_this_thread(make):
-        yield make()
+    def in_this_thread(prepare):
+        head, n, make = prepare()
+        yield itertools.chain([head], (make(k) for k in range(n)))
 
-    monkeypatch.setattr(process, "ahead", in_this_thread)
+    monkeypatch.setattr(process, "in_order", in_this_thread)
+    made_on.clear()
     one = to_json(nsysprobe_analyze(trace))
-    assert made_on == ["nsysprobe-ahead", "MainThread"]
+    assert prepared_on == ["nsysprobe-ahead", "MainThread"]
+    assert set(made_on) == {"MainThread"}
     assert two == one
 
 

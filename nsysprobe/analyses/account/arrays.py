@@ -36,6 +36,16 @@ class Texts:
         # -1 picks the last entry: none.
         return np.array([self.code(t) for t in distinct] + [-1], dtype=np.int64)[which]
 
+    def adopt(self, other: Texts, codes: np.ndarray) -> np.ndarray:
+        """``codes`` of ``other``'s texts as codes of these: ``other``'s texts coded here in
+        the order it coded them, its NVTX range names among ``ranges``."""
+        if not other.texts:
+            return codes
+        # -1 picks the last entry: none.
+        mine = np.array([self.code(t) for t in other.texts] + [-1], dtype=np.int64)
+        self.ranges.update(mine[sorted(other.ranges)].tolist())
+        return mine[codes]
+
     def of_category(self, column: Labels, idx: np.ndarray) -> np.ndarray:
         """The codes of a ``Labels`` column's texts at the rows ``idx``."""
         cats = column.categories

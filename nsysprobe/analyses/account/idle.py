@@ -4,6 +4,7 @@ was doing until then, nsys's overhead, and the drains."""
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from types import SimpleNamespace
 
@@ -46,19 +47,26 @@ READBACK_MIN_BYTES = 64_000
 
 
 def idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
-    """Idle intervals -> the bytes of each read-back that drained the GPU, the details'
-    texts, and the labeled pieces of the intervals: runs of (start, end, cause, detail)
-    arrays in time order, cause an index into IDLE_CAUSES, detail a code of the texts.
+    """Idle intervals -> (the bytes of each read-back that drained the GPU, the details'
+    texts, the number of runs of intervals, ``make``, ``finish``): ``make(k)`` makes the
+    pieces of the intervals of run k before the drains are charged, ``finish`` charges them;
+    ``finish(make(0))``, ``finish(make(1))`` ... are the labeled pieces of the intervals in time
+    order, each a tuple of (start, end, cause, detail) arrays, cause an index into
+    IDLE_CAUSES, detail a code of the texts.
 
     Two passes over runs of intervals, so that what is held grows with a run, not with
     the millions of idle intervals of a kernel-heavy capture: the first finds the drains
     (their chains of episodes span runs), the second makes the pieces (``sweep``: a
     thread with millions of calls cuts the idle time into tens of millions of them),
-    the figures of each run's intervals made again as it goes."""
+    the figures of each run's intervals made again as it goes. ``make`` may run in two
+    threads at once, each taking its runs in order (each sweeps the calls on its own); it
+    codes a run's texts apart, and ``finish``, called in the order of the runs, codes them
+    in the account's texts in the order the run met them, so the codes do not depend on
+    which thread made which run."""
     texts = Texts()
-    facts = _interval_facts(scope, idle_s, idle_e, hi, texts)
+    facts = _interval_facts(scope, idle_s, idle_e, hi)
     drained, waited, drain_cause, drain_detail, readback_bytes, threads = _drains_of(
-        facts, idle_s.size
+        facts, idle_s.size, texts
     )
     episode, chain = drain_episodes(scope, idle_s, idle_e, drained)
     of_drain = chain[drained]
@@ -70,21 +78,34 @@ def idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
     overhead = iv.union(ovh["start"], ovh["end"])
     del ovh
     calls = {t: thread_calls(scope, int(t)) for t in sorted(threads)}
+    runs = list(sweep([c for t in sorted(threads) for c in calls[t]], idle_s, idle_e))
+    own = threading.local()  # each thread's sweep of the calls
 
-    def run(lo: int, hi: int):
-        """The pieces of the intervals [lo, hi), in time order."""
-        f = facts(lo, hi)
+    def make(k: int):
+        """The pieces of the intervals of run k in time order, before the drains are
+        charged, with the interval of each, their details coded in texts of the run's own."""
+        if not hasattr(own, "calls"):
+            own.calls = {t: [c.fork() for c in cs] for t, cs in calls.items()}
+        lo, hi_ = runs[k]
+        mine = Texts()
+        f = facts(lo, hi_, mine)
         start, end, cause_idx, detail, interval = _labeled(
-            scope, f, idle_s[lo:hi], idle_e[lo:hi], texts, calls
+            scope, f, idle_s[lo:hi_], idle_e[lo:hi_], mine, own.calls
         )
-        start, end, cause_idx, detail, interval = _overhead_first(
-            overhead, start, end, cause_idx, detail, interval + lo, texts.code("nsys")
-        )
+        return _overhead_first(
+            overhead, start, end, cause_idx, detail, interval + lo, mine.code("nsys")
+        ), mine
+
+    spent = [-1, 0]  # the chain of drains under way between runs, and its time so far
+
+    def finish(made):
+        """A run's pieces (``make``) with the drains charged, in the account's texts."""
+        (start, end, cause_idx, detail, interval), mine = made
         return charge_drains(
             start,
             end,
             cause_idx,
-            detail,
+            texts.adopt(mine, detail),
             episode[interval],
             chain[interval],
             budget,
@@ -94,13 +115,7 @@ def idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
             partial(_in_range, texts),
         )
 
-    spent = [-1, 0]  # the chain of drains under way between runs, and its time so far
-
-    def pieces():
-        for lo, hi in sweep([c for t in sorted(threads) for c in calls[t]], idle_s, idle_e):
-            yield run(lo, hi)
-
-    return readback_bytes, texts, pieces()
+    return readback_bytes, texts, len(runs), make, finish
 
 
 def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
@@ -190,7 +205,7 @@ def _in_range(texts: Texts, drain: np.ndarray, detail: np.ndarray, cause: np.nda
     return out
 
 
-def _drains_of(facts, n: int):
+def _drains_of(facts, n: int, texts: Texts):
     """The first pass over the idle intervals' ``facts``, a run at a time: which intervals
     drained the GPU; per drain (in time order) the time its thread waited, its cause and its
     detail; the bytes of the read-backs; and the threads that issued work ending an idle."""
@@ -198,7 +213,7 @@ def _drains_of(facts, n: int):
     waited, drain_cause, drain_detail, readback_bytes = [], [], [], []
     threads: set[int] = set()
     for lo, hi in runs(n):
-        f = facts(lo, hi)
+        f = facts(lo, hi, texts)
         drained[lo : lo + f.n] = f.drained
         waited.append(f.waited[f.drained])
         drain_cause.append(f.drain_cause[f.drained])
@@ -234,8 +249,8 @@ def _own_causes(f, g: np.ndarray, state: np.ndarray, detail: np.ndarray) -> np.n
     return c
 
 
-def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int, texts: Texts):
-    """facts(lo, hi) -> what is known of each idle interval of [lo, hi) before it is cut
+def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
+    """facts(lo, hi, texts) -> what is known of each idle interval of [lo, hi) before it is cut
     into pieces: the operation ending it (``first``), the call that issued that
     (``call``, ``call_start``, ``tid``, ``cat``; ``queued`` when issued before the idle
     began, else ``issued``), its copy (``end_copy``, ``input_copy``), ``short`` and
@@ -262,7 +277,7 @@ def _interval_facts(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: in
         is_input = first_htod(scope, is_input)
     draining: dict[int, tuple] = {}  # thread -> its draining calls (``draining_calls``)
 
-    def facts(lo: int, hi_: int) -> SimpleNamespace:
+    def facts(lo: int, hi_: int, texts: Texts) -> SimpleNamespace:
         s, e = idle_s[lo:hi_], idle_e[lo:hi_]
         m = s.size
         # The operation that ends each idle interval starts at its end ...

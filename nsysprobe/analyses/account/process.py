@@ -27,7 +27,7 @@ from nsysprobe.analyses.communication import nccl_issued
 from nsysprobe.analyses.events import Events
 from nsysprobe.analyses.steps import find_steps
 from nsysprobe.analyses.windows import StepWindows
-from nsysprobe.common.ahead import ahead
+from nsysprobe.common.ahead import in_order
 from nsysprobe.errors import InputError
 
 STEP_ROWS_LISTED = 2_000
@@ -107,24 +107,21 @@ def account(
 ) -> Account:
     """The account of ``scope``'s process on its device, with its gaps longer than
     ``min_gap_ns``; with ``keep_spans``, its ``idle_spans`` too."""
-    # First, while the least is held: its search over a thread's NVTX ranges holds arrays of
-    # their length (8 M ranges of one thread: ~260 MB).
-    by_range = copy_ranges(scope)
     lo, hi = int(scope.win_s.min()), int(scope.win_e.max())
     # The union of the busy segments below is the union of every operation: the idle time
     # is known before the busy kinds' partition, and its pieces are made on a second core
-    # while the busy time is summed.
+    # while the busy time is summed, then on both (``in_order``).
     busy_u = iv.union(scope.ops["start"], scope.ops["end"])
     idle_s, idle_e = iv.complement(busy_u, lo, hi)
     first_work, last_work = (int(busy_u[0][0]), int(busy_u[1][-1])) if busy_u[0].size else (hi, hi)
     del busy_u
 
     def idle():
-        readback_bytes, texts, pieces = idle_pieces(scope, idle_s, idle_e, hi)
-        yield readback_bytes, texts
-        yield from pieces
+        readback_bytes, texts, n, make, finish = idle_pieces(scope, idle_s, idle_e, hi)
+        return (readback_bytes, texts, finish), n, make
 
-    with ahead(idle) as pieces:
+    with in_order(idle) as pieces:
+        by_range = copy_ranges(scope)
         busy_names, (seg_s, seg_e, seg_k), layers, free = busy(scope)
         labels = list(busy_names) + list(IDLE_CAUSES)
         n_b = len(labels)
@@ -146,8 +143,9 @@ def account(
         gaps = GapSums(
             idle_s, idle_e, max(lo_s, first_work), min(hi_s, last_work), min_gap_ns, held
         )
-        readback_bytes, texts = next(pieces)
-        for p_s, p_e, cause, detail in pieces:
+        readback_bytes, texts, finish = next(pieces)
+        for made in pieces:
+            p_s, p_e, cause, detail = finish(made)
             sum_into(scope, table, details, p_s, p_e, cause + len(busy_names), detail, texts)
             gaps.add(p_s, p_e, cause, detail)
             if keep_spans:
