@@ -184,12 +184,26 @@ def _slowdown(start, corr, name, dur, steps) -> float:
     group = group.ravel()
     # Each group's median at once: durations sorted within groups, the middle one or two.
     counts = np.bincount(group)
-    ordered = dur[np.lexsort((dur, group))]
+    ordered = _by_group(dur, group)
     begin = np.concatenate(([0], np.cumsum(counts)[:-1]))
     median = (ordered[begin + (counts - 1) // 2] + ordered[begin + counts // 2]) / 2
     repeated = counts[group] >= MIN_REPEATS
     excess = float(np.clip(dur - median[group], 0, None)[repeated].sum())
     return excess / float(dur.sum()) if dur.sum() else 0.0
+
+
+def _by_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """``values`` sorted by group, then by value: one sort of (group, value) as one integer
+    where it fits 62 bits (a third of the time of a sort on two keys), else that sort."""
+    if not values.size:
+        return values
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if (int(group.max()) + 1) * span >= 1 << 62:
+        return values[np.lexsort((values, group))]
+    key = group.astype(np.int64) * span + (values - low)
+    key.sort()
+    return key % span + low
 
 
 def lever(r: KernelsResult) -> Lever | None:

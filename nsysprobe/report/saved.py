@@ -17,9 +17,9 @@ the ``lever``). The dataclasses as they are, with ``schema_version`` first;
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
+from nsysprobe.common import jsontext
 from nsysprobe.report.analyze import Report
 
 ANALYSIS_FILE = "analysis.json"
@@ -69,7 +69,7 @@ _FIELDS: dict[type, list[str] | bool] = {}  # per type: its fields, False if no 
 
 
 def to_json(report: Report) -> str:
-    return json.dumps(report_dict(report), indent=2, ensure_ascii=False) + "\n"
+    return jsontext.dumps(report_dict(report)) + "\n"
 
 
 def save_analysis(report: Report, folder: Path) -> Path:

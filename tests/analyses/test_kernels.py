@@ -9,6 +9,7 @@ import json
 import re
 import statistics
 
+import numpy as np
 import pytest
 from independent import (
     completion_windows,
@@ -20,7 +21,7 @@ from independent import (
 )
 
 import nsysprobe
-from nsysprobe.analyses.kernels import TINY_NS, classify
+from nsysprobe.analyses.kernels import TINY_NS, _by_group, classify
 
 from conftest import SAMPLE_TRACES, shared_trace
 from exports import Export
@@ -165,6 +166,21 @@ def slowdown_by_sql(path, pid: int) -> float:
         max(0, d - statistics.median(ds)) for ds in groups.values() if len(ds) >= 4 for d in ds
     )
     return excess / total
+
+
+@pytest.mark.parametrize(
+    "values, groups",
+    [
+        ([5, -3, 7, 7, 0, 2], [1, 0, 1, 0, 0, 2]),  # negative values, ties, a group of one
+        ([], []),
+        ([1 << 40, 3, -(1 << 40)], [1 << 30, 1 << 30, 0]),  # no 62-bit key: two sort keys
+    ],
+)
+def test_the_slowdowns_sort_puts_each_groups_durations_in_order(values, groups):
+    # By hand: the durations of group 0, in order, then group 1's ...
+    values, groups = np.array(values, dtype=np.int64), np.array(groups, dtype=np.int64)
+    expected = [v for _, v in sorted(zip(groups.tolist(), values.tolist()))]
+    assert _by_group(values, groups).tolist() == expected
 
 
 def test_a_gpu_shared_with_another_process_is_named_and_no_other_trace_is():
