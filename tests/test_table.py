@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nsysprobe.common import table
 from nsysprobe.common.table import (
     Groups,
     Labels,
@@ -17,6 +18,7 @@ from nsysprobe.common.table import (
     concat,
     descending,
     distinct,
+    distinct_first_which,
     first_seen,
     percentile,
     ranked,
@@ -184,3 +186,21 @@ def test_ranked_integers_are_np_uniques_distinct_and_inverse(values, dtype):
     expected, inverse = np.unique(v, return_inverse=True)
     assert distinct.dtype == expected.dtype and distinct.tolist() == expected.tolist()
     assert which.tolist() == inverse.reshape(-1).tolist()
+
+
+@given(
+    st.lists(st.tuples(st.integers(-3, 3), st.integers(1, 40)), min_size=1, max_size=60),
+    st.sampled_from([np.int64, np.int32, np.uint8, bool]),
+)
+def test_distinct_values_found_by_their_runs_are_those_np_unique_finds(runs, dtype):
+    # Runs of equal values (a thread's calls one after another): long runs take the path
+    # that sorts only each run's first value, short ones np.unique's own; both give what
+    # np.unique gives.
+    values = np.repeat([v for v, _ in runs], [n for _, n in runs]).astype(dtype)
+    table.RUNS_FROM, old = 8, table.RUNS_FROM
+    try:
+        got = distinct_first_which(values)
+    finally:
+        table.RUNS_FROM = old
+    for mine, theirs in zip(got, np.unique(values, return_index=True, return_inverse=True)):
+        assert mine.tolist() == theirs.reshape(-1).tolist()

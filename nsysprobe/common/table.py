@@ -175,6 +175,31 @@ def by_count(values: np.ndarray) -> np.ndarray:
     return distinct[np.argsort(-np.bincount(which, minlength=distinct.size), kind="stable")]
 
 
+# Rows below which ``distinct_first_which`` does not look for runs.
+RUNS_FROM = 1 << 12
+
+
+def distinct_first_which(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(values, return_index=True, return_inverse=True)`` of a 1-D array, the
+    inverse flat. Where equal values come in runs (a thread's calls one after another: 2,318
+    runs in a million OS-runtime calls), only the first value of each run is sorted: fewer
+    runs than a quarter of the rows."""
+    n = values.size
+    if n >= RUNS_FROM and values.dtype.kind in "iub":
+        heads = np.flatnonzero(values[1:] != values[:-1]) + 1
+        if heads.size * 4 < n:
+            starts = np.concatenate(([0], heads))
+            distinct, first, which = np.unique(
+                values[starts], return_index=True, return_inverse=True
+            )
+            # A value's first row begins its first run; each row is its run's value.
+            lengths = np.diff(np.append(starts, n))
+            return distinct, starts[first], np.repeat(which.reshape(-1), lengths)
+        del heads
+    distinct, first, which = np.unique(values, return_index=True, return_inverse=True)
+    return distinct, first, which.reshape(-1)
+
+
 def ranked(values: np.ndarray, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``values`` in rising order, and each value's index among them. Integers
     known to lie in [0, ``size``), with ``size`` no more than the values (or 2^16), are marked
@@ -195,8 +220,8 @@ def ranked(values: np.ndarray, size: int | None = None) -> tuple[np.ndarray, np.
         which = np.fromiter((index[v] for v in listed), np.intp, len(listed))
         return np.fromiter(ordered, object, len(ordered)), which
     if size is None or size > max(values.size, 1 << 16):
-        distinct, which = np.unique(values, return_inverse=True)
-        return distinct, which.reshape(-1)
+        distinct, _, which = distinct_first_which(values.ravel())
+        return distinct, which
     seen = np.zeros(size, dtype=bool)
     seen[values] = True
     distinct = np.flatnonzero(seen)
@@ -225,8 +250,7 @@ class Groups:
                 radix = distinct_so_far.size
             combined = combined * width + rank
             radix *= width
-        uniq, first, of_row = np.unique(combined, return_index=True, return_inverse=True)
-        of_row = of_row.reshape(-1)
+        uniq, first, of_row = distinct_first_which(combined)
         if not sort:
             order, of_row = _in_order_seen(first, of_row)
             first = first[order]
