@@ -45,14 +45,14 @@ system time. So the advice stands only while the kernel holds ``HUGE_FREE_BYTES`
 of a huge page or more and less than ``SMALL_FREE_BYTES`` in smaller ones (``/proc/buddyinfo``),
 and is turned off otherwise. Measured on this machine:
 
-- 2026-12-06, 08:27-08:36 UTC (``tests/data/buddyinfo/ci_2026-12-06_0830.txt``: 5,253 MiB free
+- 2026-12-06, 08:27-08:35 UTC (``tests/data/buddyinfo/ci_2026-12-06_0830.txt``: 5,253 MiB free
   in smaller blocks, 8,504 MiB in huge ones), three rounds, each the Arrow floor then this rule
   (advice off) and the advice on (fde7c25), in alternating order, the same outputs: the
   kernel-heavy 1e7 replica 14.51-14.76 s (system time 2.5-2.7 s) against 20.84-23.52 s
   (12.8-17.2 s), the floor 10.33-14.60 s; the user-reported NVTX-heavy shape 18.32-18.62 s
   (2.0-2.2 s) against 20.72-22.21 s (5.8-9.6 s); kernel-heavy 1e6 1.86-1.91 s against
   1.78-2.00 s; the same peak memory.
-- 2026-12-06, about 08:21 and 08:43-08:46 UTC, with another process holding 6.8 GiB of 4 KiB pages
+- 2026-12-06, about 08:21 and 08:42-08:44 UTC, with another process holding 6.8 GiB of 4 KiB pages
   (``ci_2026-12-06_0842_held.txt``: 484 MiB free in smaller blocks, 7,228 MiB in huge ones), the
   1e7 replica, four runs each in two series: the advice on 16.2-23.1 s (median 16.6) against
   17.0-22.6 s (median 17.8).
