@@ -90,3 +90,24 @@ def test_leaving_the_block_early_stops_the_thread_before_its_next_item():
     after = len(made)
     assert not [t for t in threading.enumerate() if t.name == AHEAD]
     assert len(made) == after <= 1 + 4 + DEPTH + 1
+
+
+def test_an_error_in_an_item_the_caller_made_comes_after_the_items_before_it():
+    # The thread is slow; the caller makes some items itself, and the first of them fails:
+    # every item before that one still comes, in order, then its error.
+    failed_at: list[int] = []
+
+    def make(k: int) -> int:
+        if threading.current_thread().name == AHEAD:
+            time.sleep(0.01)
+        elif not failed_at:
+            failed_at.append(k)
+            raise ValueError(f"item {k}")
+        return k
+
+    got = []
+    with pytest.raises(ValueError, match="item"):
+        with in_order(lambda: ("head", 40, make)) as items:
+            got.extend(items)
+    assert failed_at and failed_at[0] > 0  # the caller's first item is never the first one
+    assert got == ["head", *range(failed_at[0])]

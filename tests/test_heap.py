@@ -156,6 +156,9 @@ def test_free_huge_bytes_takes_the_kernels_huge_page_and_any_bytes(tmp_path, mon
     odd.write_bytes(b"Node 0, zone Nor\xffmal 1 2 3 4 5 6 7 8 9 \xc2\xb2 2\n")
     size.write_text("2M\n")  # read as 2 MiB: order 9 (the non-ASCII digit) and 10 (two)
     assert free_huge_bytes(odd) == 2 * (4 << 20)
+    # A field of 5,000 digits is no count (and past what int() reads by default).
+    odd.write_text("Node 0, zone Normal " + "9" * 5000 + " 1 0 0 0 0 0 0 0 1 1\n")
+    assert free_bytes(odd) == (2 * 4096, (2 << 20) + (4 << 20))  # order 1; orders 9 and 10
 
 
 def test_free_bytes_splits_the_free_memory_at_a_huge_page():

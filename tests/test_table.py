@@ -204,3 +204,13 @@ def test_distinct_values_found_by_their_runs_are_those_np_unique_finds(runs, dty
         table.RUNS_FROM = old
     for mine, theirs in zip(got, np.unique(values, return_index=True, return_inverse=True)):
         assert mine.tolist() == theirs.reshape(-1).tolist()
+
+
+def test_distinct_values_of_a_table_of_rows_are_those_of_its_values_in_a_row():
+    # np.unique reads a 2-D array as its values one after another.
+    values = np.zeros((4096, 2), np.int64)
+    values[100:, 1] = 7
+    for mine, theirs in zip(
+        distinct_first_which(values), np.unique(values, return_index=True, return_inverse=True)
+    ):
+        assert mine.tolist() == theirs.reshape(-1).tolist()

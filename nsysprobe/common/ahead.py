@@ -19,6 +19,7 @@ H = TypeVar("H")
 
 # Items made ahead of the caller at most: what the thread holds beyond the caller's item.
 DEPTH = 2
+PREPARE = -1  # the index of prepare's error
 
 
 @contextmanager
@@ -38,10 +39,11 @@ def in_order(
     cond = threading.Condition()
     made: dict[int, T] = {}
     # What both threads share, under ``cond``: the next index to take, the items taken by
-    # the caller so far, what ``prepare`` gave, and the thread's error.
+    # the caller so far, what ``prepare`` gave, and the error of each index that failed
+    # (``PREPARE``: prepare's).
     at = {"next": 0, "taken": 0}
     given: list = []
-    failed: list[BaseException] = []
+    failed: dict[int, BaseException] = {}
     stop = threading.Event()
 
     def keep(k: int, item: T) -> None:
@@ -49,7 +51,13 @@ def in_order(
             made[k] = item
             cond.notify_all()
 
+    def fail(k: int, exc: BaseException) -> None:
+        with cond:
+            failed[k] = exc
+            cond.notify_all()
+
     def work() -> None:
+        k = PREPARE
         try:
             head, n, make = prepare()
             with cond:
@@ -67,16 +75,14 @@ def in_order(
                     at["next"] += 1
                 keep(k, make(k))
         except BaseException as exc:  # noqa: BLE001 -- raised again in the caller's thread
-            with cond:
-                failed.append(exc)
-                cond.notify_all()
+            fail(k, exc)
 
     def items() -> Iterator:
         with cond:
-            while not given and not failed:
+            while not given and PREPARE not in failed:
                 cond.wait()
             if not given:
-                raise failed[0]
+                raise failed[PREPARE]
             head, n, make = given
         yield head
         for k in range(n):
@@ -87,14 +93,19 @@ def in_order(
                         at["taken"] = k + 1
                         cond.notify_all()
                         break
-                    if failed:
-                        raise failed[0]
+                    if k in failed:
+                        raise failed[k]
                     if at["next"] >= n or at["next"] - k > depth:
                         cond.wait()
                         continue
                     j = at["next"]
                     at["next"] += 1
-                keep(j, make(j))
+                try:
+                    item = make(j)
+                except Exception as exc:  # noqa: BLE001 -- raised at item j, after those before
+                    fail(j, exc)
+                    continue
+                keep(j, item)
             yield item
 
     thread = threading.Thread(target=work, name="nsysprobe-ahead", daemon=True)

@@ -84,6 +84,8 @@ HUGE_FREE_BYTES = 512 << 20
 # ... and while it holds less than this free in smaller blocks (``huge_pages_pay``).
 SMALL_FREE_BYTES = 1 << 30
 BUDDYINFO = "/proc/buddyinfo"
+# Digits of a count of free blocks read at most (``free_bytes``).
+COUNT_DIGITS = 20
 HUGE_PAGE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 
 
@@ -131,7 +133,8 @@ def free_bytes(path: str | None = None) -> tuple[int, int]:
     free = [0, 0]
     for line in text.splitlines():
         for order, n in enumerate(line.split()[4:]):
-            if n.isascii() and n.isdigit():
+            # (a count of free blocks has a few digits; a field of thousands is no count)
+            if n.isascii() and n.isdigit() and len(n) <= COUNT_DIGITS:
                 free[order >= huge] += int(n) << order
     return free[0] * page, free[1] * page
 

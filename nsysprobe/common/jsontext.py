@@ -20,7 +20,8 @@ _TEXT = json.encoder.encode_basestring  # the C function where there is one
 
 
 def dumps(value) -> str:
-    """``json.dumps(value, indent=2, ensure_ascii=False)``."""
+    """``json.dumps(value, indent=2, ensure_ascii=False)`` of a value that holds no cycle (a
+    report holds none: it is not looked for, and one ends in a RecursionError)."""
     out: list[str] = []
     _write(value, 0, out)
     return "".join(out)

@@ -180,10 +180,11 @@ RUNS_FROM = 1 << 12
 
 
 def distinct_first_which(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``np.unique(values, return_index=True, return_inverse=True)`` of a 1-D array, the
-    inverse flat. Where equal values come in runs (a thread's calls one after another: 2,318
-    runs in a million OS-runtime calls), only the first value of each run is sorted: fewer
-    runs than a quarter of the rows."""
+    """``np.unique(values, return_index=True, return_inverse=True)``, the inverse flat. Where
+    equal values come in runs (a thread's calls one after another: 2,318 runs in a million
+    OS-runtime calls), only the first value of each run is sorted: fewer runs than a quarter
+    of the rows."""
+    values = values.ravel()
     n = values.size
     if n >= RUNS_FROM and values.dtype.kind in "iub":
         heads = np.flatnonzero(values[1:] != values[:-1]) + 1

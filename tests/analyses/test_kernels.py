@@ -174,13 +174,18 @@ def slowdown_by_sql(path, pid: int) -> float:
         ([5, -3, 7, 7, 0, 2], [1, 0, 1, 0, 0, 2]),  # negative values, ties, a group of one
         ([], []),
         ([1 << 40, 3, -(1 << 40)], [1 << 30, 1 << 30, 0]),  # no 62-bit key: two sort keys
+        (np.array([127, -128, 0], np.int8), [0, 0, 1]),  # other types: two sort keys
+        (np.array([2**31 - 1, -(2**31), 0], np.int32), [0, 0, 0]),
+        (np.array([2**63 + 5, 2**63 + 1, 2**63 + 3], np.uint64), [0, 1, 0]),
     ],
 )
 def test_the_slowdowns_sort_puts_each_groups_durations_in_order(values, groups):
     # By hand: the durations of group 0, in order, then group 1's ...
-    values, groups = np.array(values, dtype=np.int64), np.array(groups, dtype=np.int64)
+    values = values if isinstance(values, np.ndarray) else np.array(values, dtype=np.int64)
+    groups = np.array(groups, dtype=np.int64)
     expected = [v for _, v in sorted(zip(groups.tolist(), values.tolist()))]
-    assert _by_group(values, groups).tolist() == expected
+    got = _by_group(values, groups)
+    assert got.tolist() == expected and got.dtype == values.dtype
 
 
 def test_a_gpu_shared_with_another_process_is_named_and_no_other_trace_is():
