@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nsysprobe.common.heap import free_bytes, free_huge_bytes
+from nsysprobe.common.heap import free_bytes
 
 from conftest import SAMPLE_TRACES
 
@@ -135,27 +135,27 @@ def test_threads_share_one_arena_after_it():
 BUDDYINFO = Path(__file__).parent / "data" / "buddyinfo"
 
 
-def test_free_huge_bytes_counts_the_free_blocks_of_2_mib_and_more():
+def test_free_bytes_counts_the_free_blocks_of_2_mib_and_more():
     # Orders 9 and 10 (2 and 4 MiB) of every zone, by hand: at 20:58, 2 x (1 + 134 + 77) +
     # 4 x (3 + 79 + 205) MiB; at 20:59, 2 x (1 + 133 + 800) + 4 x (3 + 79 + 1666) MiB.
-    assert free_huge_bytes(BUDDYINFO / "ci_2026-12-05_2058.txt") == 1572 << 20
-    assert free_huge_bytes(BUDDYINFO / "ci_2026-12-05_2059.txt") == 8860 << 20
-    assert free_huge_bytes(BUDDYINFO / "absent.txt") == 0
+    assert free_bytes(BUDDYINFO / "ci_2026-12-05_2058.txt")[1] == 1572 << 20
+    assert free_bytes(BUDDYINFO / "ci_2026-12-05_2059.txt")[1] == 8860 << 20
+    assert free_bytes(BUDDYINFO / "absent.txt")[1] == 0
 
 
-def test_free_huge_bytes_takes_the_kernels_huge_page_and_any_bytes(tmp_path, monkeypatch):
+def test_free_bytes_takes_the_kernels_huge_page_and_any_bytes(tmp_path, monkeypatch):
     import nsysprobe.common.heap as heap
 
     # Huge pages of 4 MiB (order 10): at 20:58, 4 x (3 + 79 + 205) MiB.
     size = tmp_path / "hpage_pmd_size"
     size.write_text(f"{4 << 20}\n")
     monkeypatch.setattr(heap, "HUGE_PAGE", str(size))
-    assert free_huge_bytes(BUDDYINFO / "ci_2026-12-05_2058.txt") == 1148 << 20
+    assert free_bytes(BUDDYINFO / "ci_2026-12-05_2058.txt")[1] == 1148 << 20
     # Bytes no kernel writes: not UTF-8, a digit that is not ASCII, a size that is no number.
     odd = tmp_path / "buddyinfo"
     odd.write_bytes(b"Node 0, zone Nor\xffmal 1 2 3 4 5 6 7 8 9 \xc2\xb2 2\n")
     size.write_text("2M\n")  # read as 2 MiB: order 9 (the non-ASCII digit) and 10 (two)
-    assert free_huge_bytes(odd) == 2 * (4 << 20)
+    assert free_bytes(odd)[1] == 2 * (4 << 20)
     # A field of 5,000 digits is no count (and past what int() reads by default).
     odd.write_text("Node 0, zone Normal " + "9" * 5000 + " 1 0 0 0 0 0 0 0 1 1\n")
     assert free_bytes(odd) == (2 * 4096, (2 << 20) + (4 << 20))  # order 1; orders 9 and 10

@@ -367,7 +367,7 @@ class Events:
         out = {}
         for pid, rows in groups.items():
             ids = corr if rows is None else corr[rows]
-            if ids.size > 1 and not (ids[1:] >= ids[:-1]).all():
+            if not iv.ascending(ids):
                 by = np.argsort(ids, kind="stable")
                 ids, rows = ids[by], by if rows is None else rows[by]
             if rows is not None and rows.size < 1 << 31:

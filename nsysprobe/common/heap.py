@@ -93,8 +93,7 @@ def keep_freed_arrays() -> None:
     """From now on, in this process: every C block under ``MAPPED_BYTES`` comes from the heap
     and stays there when freed, the heap's free top is kept up to ``KEPT_BYTES`` (glibc no
     longer moves either threshold), threads allocate from one arena, and numpy advises huge
-    pages only where the kernel holds ``HUGE_FREE_BYTES`` free in blocks of a huge page
-    (``free_huge_bytes``)."""
+    pages only where they pay (``huge_pages_pay``)."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_MMAP_THRESHOLD, MAPPED_BYTES)
@@ -115,16 +114,11 @@ def huge_pages_pay(path: str | None = None) -> bool:
     return huge >= HUGE_FREE_BYTES and small < SMALL_FREE_BYTES
 
 
-def free_huge_bytes(path: str | None = None) -> int:
-    """Bytes free in blocks of a huge page or more (``HUGE_PAGE``: 2 MiB, or what the kernel
-    says), over every zone of ``/proc/buddyinfo`` (a line per zone: ``Node 0, zone Normal``
-    then the count of free blocks of 1, 2, 4... pages); 0 where it cannot be read."""
-    return free_bytes(path)[1]
-
-
 def free_bytes(path: str | None = None) -> tuple[int, int]:
     """(bytes free in blocks smaller than a huge page, bytes free in blocks of a huge page or
-    more), over every zone of ``/proc/buddyinfo``; (0, 0) where it cannot be read."""
+    more: ``HUGE_PAGE``, 2 MiB, or what the kernel says), over every zone of
+    ``/proc/buddyinfo`` (a line per zone: ``Node 0, zone Normal`` then the count of free blocks
+    of 1, 2, 4... pages); (0, 0) where it cannot be read."""
     text = _read(path or BUDDYINFO)
     if text is None:
         return 0, 0

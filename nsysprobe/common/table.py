@@ -153,7 +153,7 @@ def percentile(values: np.ndarray, q: float) -> float:
 def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(distinct, which)``: the distinct ``values`` in order of first appearance and each
     row's index into them."""
-    distinct, first, which = np.unique(values, return_index=True, return_inverse=True)
+    distinct, first, which = distinct_first_which(np.asarray(values))
     order, which = _in_order_seen(first, which)
     return distinct[order], which
 

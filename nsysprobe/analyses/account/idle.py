@@ -369,7 +369,7 @@ def _overhead_first(overhead: iv.Intervals, s, e, c, d, k, nsys: int):
     """Relabel the idle pieces under nsys's own overhead in the process (``overhead``, a
     union over its threads): it wins over every other cause, detail ``nsys``. Pieces come back
     in time order, with the idle interval ``k`` of each."""
-    if s.size > 1 and not (s[1:] >= s[:-1]).all():
+    if not iv.ascending(s):
         order = np.argsort(s, kind="stable")
         s, e, c, d, k = s[order], e[order], c[order], d[order], k[order]
         del order

@@ -69,7 +69,7 @@ def gpu_ops(ev: Events, pid: int, dev: int, nccl=None) -> Table:
     )
     del parts, k, g, c, m
     starts = cols["start"]
-    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
+    if not iv.ascending(starts):
         order = np.argsort(starts, kind="stable")
         cols = {n: v[order] for n, v in cols.items()}
         del order
@@ -151,7 +151,7 @@ def runtime_calls(ev: Events, pid: int) -> Table:
     cols["cat"] = slow_launches(cat_of[which], cols["end"] - starts)
     del which
     out = Table(cols)
-    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
+    if not iv.ascending(starts):
         out = out.take(np.argsort(starts, kind="stable"))
     return out
 
