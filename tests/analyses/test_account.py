@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from independent import (
     GLOBAL_PID,
@@ -1159,6 +1159,24 @@ def completion(ranges, ops) -> list[tuple[int, int]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(timeline())
+# Found by hypothesis in a fresh clone's run (2026-12-06): a kernel at 2-3 ms whose call
+# starts at 4 ms, after the idle before it ended, and another process's work at 4-5 ms; the
+# piece after the call was [4, 2) and was charged as other_process: 21 ms in a 20 ms step.
+@example(
+    tl=(
+        [
+            ("compute", (0, 1), 7, None, 0),
+            ("compute", (2, 3), 7, (4, 4242), 0),
+            ("compute", (5, 6), 7, (3, 4242), 0),
+        ],
+        [],
+        [],
+        [],
+        [(0, 20), (20, 40)],
+        [],
+        [((4, 5), 0)],
+    )
+)
 def test_random_timelines_conserve_time_and_split_busy_by_kind(tl):
     ops, apis, osrt, ovh, windows, _, _ = tl
     layer = {k: cover([se for kind, se, *_ in ops if kind in ks]) for k, ks in (

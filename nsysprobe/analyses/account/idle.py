@@ -157,7 +157,10 @@ def _labeled(scope: Scope, f, i_s, i_e, texts: Texts, calls):
     at = np.flatnonzero(f.issued)
     kind_of = np.where(f.end_copy[at] > 0, kind.codes[f.first[at]], -1)
     named = joined((api.codes[f.call[at]], api.categories), (kind_of, kind.categories), " ({})")
-    late = np.maximum(i_s[at], f.call_start[at])
+    # Within the interval: a call begun after the idle ended (a crafted or damaged export: the
+    # work starts before the call that issued it) leaves no piece, and the pieces stay
+    # disjoint and in order for ``split_by``.
+    late = np.clip(f.call_start[at], i_s[at], i_e[at])
     emit_issued(late, i_e[at], CAT_CAUSE[f.cat[at]], texts.codes(named), at)
     del at, kind_of, named, late
     # Before it, what the issuing thread was doing.
