@@ -2,13 +2,13 @@
 
 The Apache Arrow project's ADBC driver for SQLite (``adbc-driver-sqlite``) steps the query in C
 and appends each value to Arrow buffers: no Python object per row or value. The batches come
-through the Arrow C stream interface, and each column's buffers are viewed as numpy arrays
-(``Column``, a nanoarrow array). A table of up to ``PYARROW_ROWS`` rows is streamed by
-nanoarrow (the Arrow project's small C library, 4 MB, imported in ~15 ms; pyarrow takes ~90
-ms, which was a quarter of the analysis of the smallest sample trace); a larger one by
-pyarrow, which lets go of Python's lock while the driver fills a batch, so two tables are
-read at once on two cores (nanoarrow keeps the lock: two reads of 16 M NVTX rows at once
-took 8.9 s against 4.4 s for one, and 4.4 s through pyarrow). Its types are
+through the Arrow C stream interface, read here through ctypes (the interface's structs are a
+stable ABI, https://arrow.apache.org/docs/format/CDataInterface.html), and each column's
+buffers are viewed as numpy arrays (``Column``). A call through ctypes lets go of Python's lock
+while the driver fills a batch, so two tables are read at once on two cores, and no Arrow
+library is imported for it: pyarrow took ~30 ms and ~35 MB of the analysis of a 100 k-kernel
+export, nanoarrow (which kept the lock) ~8 ms (2026-12-06, about 11:30 UTC). Its types are
+Its types are
 inferred from the first batch (``BATCH_ROWS`` rows): a later value of another type fails the
 read ("Type mismatch"), and a first batch mixing integers and REALs reads as double. The
 caller checks each batch's column types and reads again exactly when a column comes back as
@@ -26,12 +26,14 @@ What the driver does not do, done here between batches (``Driver``'s ``charge``)
 
 The driver opens the same read-only URI as ``sqlite3`` (``mode=ro``, ``immutable=1`` or the
 private copy of a WAL export) and reads only the SQL the reader builds: plain tables by name.
-nanoarrow and the driver are imported on the first read (pyarrow on that of a large table), so
-``nsysprobe --version`` and the command line's help never load them.
+The driver is imported on the first read, so ``nsysprobe --version`` and the command line's
+help never load it; pyarrow only dictionary-encodes a large table's NVTX names
+(``PYARROW_ROWS``, ``intervals``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -41,11 +43,11 @@ import numpy as np
 # Rows per batch: large enough that the driver's per-batch work is negligible, small enough
 # that a signal waits milliseconds and a batch's buffers stay small beside the columns read.
 BATCH_ROWS = 1 << 16
-# Tables of more rows than this are streamed by pyarrow, and their NVTX names
-# dictionary-encoded by it (``intervals._masked``); smaller ones never import it.
+# Tables of more rows than this have their NVTX names dictionary-encoded by pyarrow
+# (``intervals._masked``); smaller ones never import it.
 PYARROW_ROWS = 1 << 17
 # Reads at once, each on a core of its own (``Trace.read_together``; a large table's two
-# halves, ``intervals``): pyarrow lets go of Python's lock while the driver fills a batch.
+# halves, ``intervals``): Python's lock is let go while the driver fills a batch.
 READERS = max(1, min(2, os.cpu_count() or 1))
 # Arrow format strings of the column types the readers take (the C data interface's).
 INT64, NULL, BINARY = "l", "n", "z"
@@ -92,47 +94,40 @@ class Driver:
 
     def batches(self, sql: str, rows: int) -> Iterator[list[Column]]:
         """The query's record batches, each as its columns, at most ``rows`` rows in all
-        (``rows``, the table's row count, also picks the stream's reader)."""
+        (the table's row count). Each batch is released when the next is asked for."""
         import adbc_driver_manager
-        import nanoarrow
 
-        # nanoarrow raises a stream's error as NanoarrowException, a RuntimeError it does not
-        # export; pyarrow as an ArrowException.
-        errors: tuple = (adbc_driver_manager.Error, RuntimeError, OSError)
-        large = rows > PYARROW_ROWS
-        if large:
-            import pyarrow as pa
-
-            errors += (pa.ArrowException,)
         statement = adbc_driver_manager.AdbcStatement(self._connection())
-        stream = None
+        handle = None
         try:
             statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             statement.set_sql_query(sql)
             handle, _ = statement.execute_query()
-            if large:
-                stream = pa.RecordBatchReader._import_from_c(handle.address)
-                arrays = ([nanoarrow.c_array(c) for c in b.columns] for b in stream)
-            else:
-                stream = nanoarrow.c_array_stream(handle)
-                arrays = ([b.child(k) for k in range(b.n_children)] for b in stream)
+            stream = _Stream.from_address(handle.address)
+            formats = _formats(stream)
             seen = 0
-            for batch in arrays:
-                n = batch[0].length if batch else 0
-                if not self._charge(n * (len(batch) + 1) * OPS_PER_VALUE):
-                    raise BudgetSpent("the work budget is spent")
-                seen += n
-                if seen > rows:
-                    raise TooManyRows(f"more rows than the table's {rows}")
-                yield [Column(array) for array in batch]
-        except errors as exc:
+            while True:
+                batch = _Array()
+                _check(stream, stream.get_next(handle.address, ctypes.byref(batch)))
+                if not batch.release:  # the end of the stream
+                    return
+                try:
+                    columns = _columns(batch, formats)
+                    n = batch.length
+                    if not self._charge(n * (len(columns) + 1) * OPS_PER_VALUE):
+                        raise BudgetSpent("the work budget is spent")
+                    seen += n
+                    if seen > rows:
+                        raise TooManyRows(f"more rows than the table's {rows}")
+                    yield columns
+                finally:
+                    batch.release(ctypes.byref(batch))
+        except adbc_driver_manager.Error as exc:
             raise ArrowReadError(_one_line(exc)) from None
         finally:
             # The stream before its statement.
-            if stream is not None and large:
-                stream.close()
-            elif stream is not None:
-                stream.release()
+            if handle is not None:
+                handle.release()
             statement.close()
 
     def release(self) -> None:
@@ -159,15 +154,19 @@ class Column:
     """One column of a batch: its Arrow ``format`` (``INT64``, ``NULL``, ``BINARY``, ...) and
     its buffers as numpy views, valid while the batch is (the reader copies what it keeps)."""
 
-    def __init__(self, array):
-        self.format = array.schema.format
-        self.length = array.length
-        self._offset = array.offset
-        self._view = array.view()
+    def __init__(self, array: _Array, format: str, offset: int, length: int):
+        self.format = format
+        self.length = length
+        self._offset = offset + array.offset
+        self._buffers = [array.buffers[i] for i in range(array.n_buffers)]
 
     def _buffer(self, i: int, dtype, count: int) -> np.ndarray:
-        data = self._view.buffer(i)
-        return np.frombuffer(data, dtype, count=count) if count else np.empty(0, dtype)
+        address = self._buffers[i] if i < len(self._buffers) else None
+        if not count:
+            return np.empty(0, dtype)
+        if not address:
+            raise ArrowReadError(f"a column of format {self.format} without its buffer {i}")
+        return np.asarray(_Memory(address, count, np.dtype(dtype).str))
 
     def values(self) -> np.ndarray:
         """A fixed-width column's int64 values (whatever its nulls hold)."""
@@ -175,7 +174,7 @@ class Column:
 
     def valid(self) -> np.ndarray | None:
         """Which values are not null; None where every one is (no validity bitmap)."""
-        if len(self._view.buffer(0)) == 0:
+        if not self._buffers or not self._buffers[0]:
             return None
         bitmap = self._buffer(0, np.uint8, (self._offset + self.length + 7) // 8)
         bits = np.unpackbits(bitmap, bitorder="little")
@@ -187,6 +186,99 @@ class Column:
         offsets = self._buffer(1, np.int32, self._offset + self.length + 1)[self._offset :]
         end = int(offsets[-1])
         return offsets, self._buffer(2, np.uint8, end)
+
+
+class _Memory:
+    """``count`` values of the numpy type ``typestr`` at ``address``, for ``np.asarray``."""
+
+    def __init__(self, address: int, count: int, typestr: str):
+        self.__array_interface__ = {
+            "data": (address, True),
+            "shape": (count,),
+            "typestr": typestr,
+            "version": 3,
+        }
+
+
+# The Arrow C data and C stream interfaces' structs
+# (https://arrow.apache.org/docs/format/CDataInterface.html), read through ctypes: a call
+# through a C function pointer lets go of Python's lock while the driver fills a batch.
+class _Schema(ctypes.Structure):
+    pass
+
+
+_Schema._fields_ = [
+    ("format", ctypes.c_char_p),
+    ("name", ctypes.c_char_p),
+    ("metadata", ctypes.c_char_p),
+    ("flags", ctypes.c_int64),
+    ("n_children", ctypes.c_int64),
+    ("children", ctypes.POINTER(ctypes.POINTER(_Schema))),
+    ("dictionary", ctypes.POINTER(_Schema)),
+    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_Schema))),
+    ("private_data", ctypes.c_void_p),
+]
+
+
+class _Array(ctypes.Structure):
+    pass
+
+
+_Array._fields_ = [
+    ("length", ctypes.c_int64),
+    ("null_count", ctypes.c_int64),
+    ("offset", ctypes.c_int64),
+    ("n_buffers", ctypes.c_int64),
+    ("n_children", ctypes.c_int64),
+    ("buffers", ctypes.POINTER(ctypes.c_void_p)),
+    ("children", ctypes.POINTER(ctypes.POINTER(_Array))),
+    ("dictionary", ctypes.POINTER(_Array)),
+    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_Array))),
+    ("private_data", ctypes.c_void_p),
+]
+
+
+class _Stream(ctypes.Structure):
+    _fields_ = [
+        ("get_schema", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Schema))),
+        ("get_next", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Array))),
+        ("get_last_error", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)),
+        ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
+        ("private_data", ctypes.c_void_p),
+    ]
+
+
+def _check(stream: _Stream, status: int) -> None:
+    """ArrowReadError with the stream's own message where a call of it failed."""
+    if status:
+        message = stream.get_last_error(ctypes.addressof(stream))
+        text = message.decode("utf-8", "replace") if message else f"error {status}"
+        raise ArrowReadError(_one_line(text))
+
+
+def _formats(stream: _Stream) -> list[str]:
+    """The format of each column of the stream's rows (a struct's children)."""
+    schema = _Schema()
+    _check(stream, stream.get_schema(ctypes.addressof(stream), ctypes.byref(schema)))
+    try:
+        if schema.format != b"+s":
+            raise ArrowReadError(f"the rows read as {schema.format!r}, not a struct")
+        return [
+            schema.children[k].contents.format.decode("ascii", "replace")
+            for k in range(schema.n_children)
+        ]
+    finally:
+        schema.release(ctypes.byref(schema))
+
+
+def _columns(batch: _Array, formats: list[str]) -> list[Column]:
+    """A batch (a struct of the stream's columns) as its ``Column``s."""
+    if batch.n_children != len(formats):
+        raise ArrowReadError(f"a batch of {batch.n_children} columns, not {len(formats)}")
+    return [
+        Column(batch.children[k].contents, f, batch.offset, batch.length)
+        for k, f in enumerate(formats)
+    ]
 
 
 def _database(uri: str):

@@ -6,6 +6,8 @@ damaged or not, whichever batch the damage is in."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from independent import query
@@ -574,10 +576,34 @@ def test_a_text_id_of_any_value_is_an_id(tmp_path, monkeypatch, fast_first):
     assert (names[6], patterns[6]) == ("Negative 3", "Negative #")
 
 
+def test_the_batches_are_read_without_pyarrow_or_nanoarrow():
+    # The driver's C stream is read through ctypes: a table of more rows than PYARROW_ROWS
+    # imports neither (pyarrow is ~30 ms and ~35 MB of a small analysis), and reads every row;
+    # only its NVTX names, dictionary-encoded, import pyarrow.
+    path = SAMPLE_TRACES / "h200_baseline.sqlite"
+    script = (
+        "import sys\n"
+        "from nsysprobe.trace import arrow\n"
+        "from nsysprobe.trace.reader import Trace\n"
+        "arrow.PYARROW_ROWS = 4\n"
+        "with Trace(sys.argv[1]) as t:\n"
+        "    kernels = t.kernels()\n"
+        "    print(len(kernels), [m for m in ('pyarrow', 'nanoarrow') if m in sys.modules])\n"
+        "    t.nvtx_ranges()\n"
+        "    print('pyarrow' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True
+    )
+    (n,) = query(path, f"SELECT count(*) FROM {KERNEL} WHERE end >= start")[0]
+    assert n > 4
+    assert done.stdout.splitlines() == [f"{n} []", "True"]
+
+
 @pytest.mark.parametrize("encode_rows", [0, 1 << 40], ids=["pyarrow", "dict"])
 def test_names_are_encoded_alike_by_pyarrow_and_by_a_dict(encode_rows, tmp_path, monkeypatch):
-    # A large table is streamed by pyarrow and its names dictionary-encoded by it, a small one
-    # streamed by nanoarrow and its names encoded by a dict: each row's name and the order of
+    # A large table's names are dictionary-encoded by pyarrow, a small one's by a dict: each
+    # row's name and the order of
     # the distinct names are those of a row-by-row read, in every batch (8 rows a batch),
     # whatever bytes a name holds.
     monkeypatch.setattr(arrow, "BATCH_ROWS", 8)
