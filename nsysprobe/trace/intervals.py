@@ -83,6 +83,7 @@ def intervals(
     where: str = "",
     raw: dict[str, str] | None = None,
     named_by: tuple[str, str | None] | None = None,
+    split_rows: int | None = None,
 ):
     """Integer interval rows: ``start``, ``end`` and ``wanted`` integer columns as int64
     (the ids of ``IDS`` as int32 when every value fits).
@@ -98,6 +99,9 @@ def intervals(
     (its name in ``textId``, in ``text``, or ``text`` holding a number); ``names`` are the distinct
     texts of the rows kept, digits masked (``_masked``), and ``codes`` each row's index
     into them.
+
+    A table of more rows than ``split_rows`` (at most ``SPLIT_ROWS``, the default) is read in
+    two halves at once, where the machine has two cores (``_Reader._halves``).
     """
     cols = ["start", "end", *wanted]
     raw = raw or {}
@@ -115,7 +119,8 @@ def intervals(
     read = [c for c in cols if c in raw or found[c] or (named_by and c == "textId")]
     if named_by:
         read.append(_SOURCE)
-    reader = _Reader(trace, table, read, found, raw, where, named_by)
+    split = SPLIT_ROWS if split_rows is None else min(split_rows, SPLIT_ROWS)
+    reader = _Reader(trace, table, read, found, raw, where, named_by, split)
     try:
         arrays, names, total = reader.read()
     except (ArrowReadError, OverflowError, ValueError) as exc:
@@ -137,9 +142,9 @@ class _Reader:
     # Whether the fast query is tried first (the tests turn it off to compare the two).
     fast_first = True
 
-    def __init__(self, trace, table, read, found, raw, where, named_by):
+    def __init__(self, trace, table, read, found, raw, where, named_by, split_rows):
         self.trace, self.table, self.read_cols, self.where = trace, table, read, where
-        self.named_by = named_by
+        self.named_by, self.split_rows = named_by, split_rows
         # The id columns (``IDS``) and the name source are read into int32 and int8 arrays,
         # so those columns are not made twice (in int64, then narrowed); one is widened to
         # int64 once a value does not fit (``_narrowed``), and ``intervals`` narrows it after its
@@ -286,7 +291,7 @@ class _Reader:
                 into[~valid] = self.fills[k]
 
     def _halves(self, where: str, capacity: int) -> list[tuple[str, int, int]] | None:
-        """A table of more than ``SPLIT_ROWS`` rows, on a machine of two cores, in two parts
+        """A table of more than ``split_rows`` rows, on a machine of two cores, in two parts
         by rowid: for each, (its condition, the row its rows go from, its rows). None, and the
         table is read whole, where it has no rowid, where the fast query leaves rows out in
         SQL (its parts' rows could not be checked), where the parts' rows do not add up to the
@@ -299,18 +304,17 @@ class _Reader:
         read against them: a damaged tree whose seeks miss rows a whole read walks is read
         whole."""
         rowid = self.trace._rowid_name(self.table)
-        if capacity <= SPLIT_ROWS or arrow.READERS < 2 or rowid is None or self.fast_where:
+        if capacity <= self.split_rows or arrow.READERS < 2 or rowid is None or self.fast_where:
             return None
         cost = capacity * ((len(self.read_cols) + 2) * arrow.OPS_PER_VALUE + COUNT_OPS_PER_ROW)
         if self.trace._budget.left() < SPLIT_BUDGET_MARGIN * cost:
             return None
         table = f'"{self.table}"'
         try:
-            # (min and max of the rowid are found in the table's tree, not by a scan)
-            low = self.trace._fetch(self.table, f"SELECT min({rowid}) FROM {table}")[0][0]
-            high = self.trace._fetch(self.table, f"SELECT max({rowid}) FROM {table}")[0][0]
-            if not isinstance(low, int) or not isinstance(high, int):
+            bounds = self.trace.rowid_bounds(self.table)
+            if bounds is None:
                 return None
+            low, high = bounds
             middle = low + (high - low) // 2 + 1
             parts = [f"{rowid} < {middle}", f"{rowid} >= {middle}"]
             if high - low + 1 == capacity:

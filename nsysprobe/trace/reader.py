@@ -207,6 +207,18 @@ class Trace:
             self._counts[table] = int(self._fetch(table, f'SELECT count(*) FROM "{table}"')[0][0])
         return self._counts[table]
 
+    def rowid_bounds(self, table: str) -> tuple[int, int] | None:
+        """The least and the largest rowid of ``table`` (each found in the table's tree, not by
+        a scan); None where it has no rows or no rowid. A damaged tree: ``TraceError``."""
+        if table not in self.tables or (rowid := self._rowid_name(table)) is None:
+            return None
+        # (min and max in one query would be a scan)
+        low = self._fetch(table, f'SELECT min({rowid}) FROM "{table}"')[0][0]
+        high = self._fetch(table, f'SELECT max({rowid}) FROM "{table}"')[0][0]
+        if not isinstance(low, int) or not isinstance(high, int):
+            return None
+        return low, high
+
     def _resolve(
         self, table: str, wanted: list[str], aliases: dict[str, Iterable[str]] | None
     ) -> list[str | None]:

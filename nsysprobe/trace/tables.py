@@ -30,6 +30,19 @@ EVENT_TABLES = frozenset(
 )
 
 
+# The event tables read beside the NVTX ranges (``analyses.events.Events.load``).
+READ_BESIDE_NVTX = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_DRIVER",
+    "OSRT_API",
+    "PROFILER_OVERHEAD",
+)
+
+
 def kernels(trace) -> Table:
     """Columns: start, end, deviceId, streamId, correlationId, globalPid, nameId."""
     return _gpu_ops(

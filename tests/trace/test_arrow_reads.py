@@ -14,6 +14,7 @@ from independent import query
 from reliability.hostile import crafted, patch_rowid
 
 from nsysprobe.trace import arrow, intervals
+from nsysprobe.trace.nvtx import _split_rows
 from nsysprobe.trace.reader import Trace
 
 from conftest import SAMPLE_TRACES, shared_trace
@@ -294,13 +295,10 @@ def test_rowids_with_holes_read_as_row_by_row(keep_every, tmp_path, monkeypatch)
     assert ranges["pattern"].values().tolist() == [re.sub(r"\d+", "#", n) for n in names]
 
 
-@pytest.fixture
-def halves(monkeypatch):
-    """Tables of more than 64 rows read in two halves (``intervals._Reader._halves``); the
-    SQL of every read, in order."""
+def _recorded_reads(monkeypatch, batch_rows: int) -> list[str]:
+    """Reads on two cores, in batches of ``batch_rows``; the SQL of every read, in order."""
     monkeypatch.setattr(arrow, "READERS", 2)
-    monkeypatch.setattr(intervals, "SPLIT_ROWS", 64)
-    monkeypatch.setattr(arrow, "BATCH_ROWS", 128)
+    monkeypatch.setattr(arrow, "BATCH_ROWS", batch_rows)
     seen: list[str] = []
     batches = arrow.Driver.batches
 
@@ -310,6 +308,14 @@ def halves(monkeypatch):
 
     monkeypatch.setattr(arrow.Driver, "batches", recorded)
     return seen
+
+
+@pytest.fixture
+def halves(monkeypatch):
+    """Tables of more than 64 rows read in two halves (``intervals._Reader._halves``); the
+    SQL of every read, in order."""
+    monkeypatch.setattr(intervals, "SPLIT_ROWS", 64)
+    return _recorded_reads(monkeypatch, 128)
 
 
 @pytest.mark.parametrize("damage", [None, 100, 5000], ids=["whole", "first-half", "second-half"])
@@ -433,6 +439,51 @@ def test_nvtx_read_in_two_halves_keeps_each_rows_name(tmp_path, halves):
     ranges = _ranges_as_sql_has_them(path)
     assert "Late #" in ranges["pattern"].values().tolist()
     assert sum("rowid >=" in q for q in halves if "NVTX_EVENTS" in q) == 1
+
+
+# The tables read beside the NVTX ranges, each cut to its first rows (h200_pinned: 80 ranges).
+BESIDE = [
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "OSRT_API",
+    "PROFILER_OVERHEAD",
+]
+
+
+@pytest.mark.parametrize(
+    ("kept", "split"),
+    [(10, True), (13, True), (14, False), (None, False)],
+    ids=["60-beside", "78-beside", "84-beside", "all-beside"],
+)
+def test_nvtx_ranges_outnumbering_the_other_tables_are_read_in_halves(
+    kept, split, tmp_path, monkeypatch
+):
+    # Batches of 16 rows. The 80 ranges are read in halves where the six other event tables
+    # hold fewer rows together (6 x 13 = 78), and whole where they hold as many or more (5 x 14
+    # and the 13 of PROFILER_OVERHEAD = 83, or the whole export's 23,803); the rows and names
+    # read are those SQL has either way.
+    seen = _recorded_reads(monkeypatch, 16)
+    cut = [f"DELETE FROM {t} WHERE rowid > {kept}" for t in BESIDE] if kept else []
+    path = crafted(tmp_path, *cut)
+    beside = sum(query(path, f"SELECT count(*) FROM {t}")[0][0] for t in BESIDE)
+    (ranges,) = query(path, "SELECT count(*) FROM NVTX_EVENTS")[0]
+    assert ranges == 80 and (beside < ranges) == split
+    _ranges_as_sql_has_them(path)
+    read = [q for q in seen if '"NVTX_EVENTS"' in q]
+    assert sum("rowid >=" in q for q in read) == int(split)
+
+
+def test_a_table_beside_the_nvtx_ranges_counts_its_span_of_rowids(tmp_path, monkeypatch):
+    # Rows are counted by the span of their rowids (no scan): 10 kernels with rowids 1-5 and
+    # 7,776-7,780 count as 7,780, and the ranges are read whole.
+    monkeypatch.setattr(arrow, "READERS", 2)
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 16)
+    cut = [f"DELETE FROM {t} WHERE rowid > 10" for t in BESIDE[1:]]
+    path = crafted(tmp_path, *cut, f"DELETE FROM {BESIDE[0]} WHERE rowid BETWEEN 6 AND 7775")
+    with Trace(path) as t:
+        assert _split_rows(t) == 7780 + 5 * 10
 
 
 def test_more_rows_than_the_table_counts_is_a_one_line_error(tmp_path, monkeypatch):
