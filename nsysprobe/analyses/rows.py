@@ -158,13 +158,16 @@ class ThreadCalls:
         return self.df.take(rows[iv.overlaps_any(s, self._end[rows], by)])
 
 
-def sweep(calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray):
+def sweep(calls: list[ThreadCalls], s: np.ndarray, e: np.ndarray, parts: int = 1):
     """Runs [lo, hi) of the intervals [s, e) (disjoint, sorted) in which ``calls`` start about
-    ``CALLS_PER_SWEEP`` rows at most (and as many intervals), for ``ThreadCalls.take``."""
+    ``CALLS_PER_SWEEP`` rows at most (and as many intervals), for ``ThreadCalls.take``; at
+    least ``parts`` runs of about equal weight where there are as many intervals (each for a
+    thread of its own)."""
     weight = np.arange(1, s.size + 1, dtype=np.int64)
     for c in calls:
         weight += c.started_before(e)
-    yield from iv.runs(weight, CALLS_PER_SWEEP)
+    total = int(weight[-1]) if weight.size else 0
+    yield from iv.runs(weight, max(1, min(CALLS_PER_SWEEP, -(-total // parts))))
 
 
 def top_level(df: Table, group: str) -> np.ndarray:

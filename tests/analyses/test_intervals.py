@@ -366,6 +366,29 @@ def test_thread_calls_take_what_overlaps_each_stretch_in_turn(seed):
     )
 
 
+@pytest.mark.parametrize(("parts", "cap"), [(1, 10_000), (2, 10_000), (2, 150)])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_sweep_has_as_many_runs_as_asked_each_within_its_weight(parts, cap, seed, monkeypatch):
+    # 30 idle intervals and 400 calls of two threads. A run weighs its intervals and the calls
+    # started before its last interval ends, less those started before the run's first
+    # (brute force). The runs cover the intervals in order, each weighs at most the total over
+    # ``parts`` (rounded up) and at most CALLS_PER_SWEEP, unless it is one interval; asked for
+    # two, there are two at least (the account's two threads each make one: in_order).
+    monkeypatch.setattr(rows_module, "CALLS_PER_SWEEP", cap)
+    rng = np.random.default_rng(seed)
+    df = random_ranges(rng, 400, 10_000, 3_000, [7, 9], in_order=bool(seed % 2))
+    edges = np.sort(rng.choice(np.arange(1, 12_000), 60, replace=False))
+    s, e = edges[0::2], edges[1::2]
+    starts = [start for start, _, _ in as_rows(df)]
+    before = [k + 1 + sum(1 for start in starts if start < end) for k, end in enumerate(e.tolist())]
+    runs = list(rows_module.sweep([ThreadCalls(df, 7), ThreadCalls(df, 9)], s, e, parts=parts))
+    assert [lo for lo, _ in runs] == [0] + [hi for _, hi in runs[:-1]] and runs[-1][1] == 30
+    budget = min(cap, -(-before[-1] // parts))
+    for lo, hi in runs:
+        assert before[hi - 1] - (before[lo - 1] if lo else 0) <= budget or hi - lo == 1
+    assert len(runs) >= parts and (len(runs) == 1) == (parts == 1 and cap >= before[-1])
+
+
 @pytest.mark.parametrize("large", [2, 60, 1 << 12])
 @pytest.mark.parametrize("seed", range(8))
 def test_top_level_ranges_are_those_no_range_of_their_thread_encloses(seed, large, monkeypatch):

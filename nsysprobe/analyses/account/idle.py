@@ -78,7 +78,8 @@ def idle_pieces(scope: Scope, idle_s: np.ndarray, idle_e: np.ndarray, hi: int):
     overhead = iv.union(ovh["start"], ovh["end"])
     del ovh
     calls = {t: thread_calls(scope, int(t)) for t in sorted(threads)}
-    runs = list(sweep([c for t in sorted(threads) for c in calls[t]], idle_s, idle_e))
+    # Two runs at least: the caller and a thread of its own make them (``in_order``).
+    runs = list(sweep([c for t in sorted(threads) for c in calls[t]], idle_s, idle_e, parts=2))
     own = threading.local()  # each thread's sweep of the calls
 
     def make(k: int):
