@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nsysprobe.common.ahead import DEPTH, in_order
+from nsysprobe.common.ahead import DEPTH, in_order, waited
 
 AHEAD = "nsysprobe-ahead"
 
@@ -111,3 +111,62 @@ def test_an_error_in_an_item_the_caller_made_comes_after_the_items_before_it():
             got.extend(items)
     assert failed_at and failed_at[0] > 0  # the caller's first item is never the first one
     assert got == ["head", *range(failed_at[0])]
+
+
+def test_a_signal_while_waiting_is_raised_after_the_wait_ends():
+    # Ctrl-C pressed again while the first one stops a thread: the wait goes on to the
+    # thread's end (it reads an export closed next), then the signal is raised.
+    done, began = threading.Event(), threading.Event()
+
+    def work():
+        began.wait()
+        time.sleep(0.05)
+        done.set()
+
+    threading.Thread(target=work).start()
+    calls = []
+
+    def wait():
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            began.set()
+            raise KeyboardInterrupt  # (the signal, landing in the wait)
+        done.wait()
+
+    with pytest.raises(KeyboardInterrupt):
+        waited(wait)
+    assert done.is_set() and len(calls) == 2
+
+
+def test_leaving_the_block_waits_for_the_thread_even_through_a_signal(monkeypatch):
+    # The thread is making an item (0.1 s) when the caller leaves; a signal lands in the
+    # wait for it: the block still ends after the thread does. (A thread's join that a
+    # signal interrupts marks it stopped while it runs: the wait is on an event it sets.)
+    from nsysprobe.common import ahead
+
+    ended = threading.Event()
+    interrupted = []
+    wait = ahead.waited
+
+    def signalled(what):
+        def first_interrupted():
+            if not interrupted:
+                interrupted.append(1)
+                raise KeyboardInterrupt
+            return what()
+
+        return wait(first_interrupted)
+
+    monkeypatch.setattr(ahead, "waited", signalled)
+
+    def make(k):
+        time.sleep(0.1)
+        if k == 1:
+            ended.set()
+        return k
+
+    with pytest.raises(KeyboardInterrupt):
+        with in_order(lambda: (None, 3, make), depth=1) as items:
+            next(items)
+            time.sleep(0.02)  # (the thread takes item 0)
+    assert interrupted and not [t for t in threading.enumerate() if t.name == "nsysprobe-ahead"]

@@ -5,12 +5,17 @@ numpy lets go of Python's lock inside its loops over large arrays (sorts, search
 takes), so two threads each working on arrays of many thousand rows run on two cores: the
 step account's idle pieces are made a run of intervals at a time in a thread of their own
 while the account sums the busy time, and by both threads once it has (``account.process``).
+
+Threads that read the export are waited for to their end, through signals (``waited``,
+``shut_down``): the export is closed after them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future
+from concurrent.futures import wait as wait_for
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -76,6 +81,8 @@ def in_order(
                 keep(k, make(k))
         except BaseException as exc:  # noqa: BLE001 -- raised again in the caller's thread
             fail(k, exc)
+        finally:
+            done.set()
 
     def items() -> Iterator:
         with cond:
@@ -108,6 +115,7 @@ def in_order(
                 keep(j, item)
             yield item
 
+    done = threading.Event()
     thread = threading.Thread(target=work, name="nsysprobe-ahead", daemon=True)
     thread.start()
     try:
@@ -116,4 +124,32 @@ def in_order(
         stop.set()
         with cond:
             cond.notify_all()
-        thread.join()
+        waited(done.wait)
+        thread.join()  # (done: it returns)
+
+
+def waited(wait: Callable[[], object]) -> None:
+    """``wait()`` (for an event a thread sets as it ends, for futures) to its end, through
+    signals: Ctrl-C pressed again while the first one stops the threads would leave them
+    reading an export that is closed next ("Cannot close AdbcConnection with open
+    AdbcStatement", an internal error). A signal raised while waiting is raised after the
+    wait. Not a thread's ``join``: one a signal interrupts marks a thread that still runs as
+    stopped (Python 3.11), so the next returns at once."""
+    pending: KeyboardInterrupt | None = None
+    while True:
+        try:
+            wait()
+            break
+        except KeyboardInterrupt as exc:  # (SIGTERM and SIGHUP too: cli._Stopped)
+            pending = pending or exc
+    if pending is not None:
+        raise pending
+
+
+def shut_down(pool: Executor, futures: Iterable[Future]) -> None:
+    """Wait for ``futures`` through signals (``waited``), then shut ``pool`` down: leaving a
+    block whose work the pool reads, whatever ends it."""
+    try:
+        waited(lambda: wait_for(futures))
+    finally:
+        pool.shutdown()

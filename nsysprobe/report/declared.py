@@ -34,6 +34,7 @@ from nsysprobe.analyses.python_frames import NoFrames, analyze_python_frames, sa
 from nsysprobe.analyses.step_patterns import analyze_step_patterns
 from nsysprobe.analyses.steps import find_steps, step_breakdown
 from nsysprobe.analyses.transfers import analyze_transfers
+from nsysprobe.common.ahead import waited
 
 if TYPE_CHECKING:
     from nsysprobe.numa.topology import Topology
@@ -354,16 +355,18 @@ def _from_both_ends(run: Run, names) -> None:
     from the last, each once (``Run.once``: a thread that wants an analysis the other has
     under way waits for it). Signals reach this thread, so Ctrl-C stops the analyses here;
     the helper stops before its next one, and is waited for."""
-    stop = threading.Event()
+    stop, done = threading.Event(), threading.Event()
 
     def helper() -> None:
-        for name in reversed(names):
-            if stop.is_set():
-                return
-            try:
+        try:
+            for name in reversed(names):
+                if stop.is_set():
+                    return
                 run.get(name)
-            except BaseException:  # noqa: BLE001 -- raised again here when this thread asks
-                return
+        except BaseException:  # noqa: BLE001 -- raised again here when this thread asks
+            return
+        finally:
+            done.set()
 
     thread = threading.Thread(target=helper, name="nsysprobe-analysis", daemon=True)
     thread.start()
@@ -373,4 +376,5 @@ def _from_both_ends(run: Run, names) -> None:
     finally:
         stop.set()
         # Waited for even after an error or a signal: the export it reads is closed after.
-        thread.join()
+        waited(done.wait)
+        thread.join()  # (done: it returns)

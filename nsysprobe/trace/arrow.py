@@ -142,9 +142,11 @@ class Driver:
             conn.close()
 
     def close(self) -> None:
-        for conn in self._opened:
+        """Close every connection (the threads that read are done: ``ahead.waited``)."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
             conn.close()
-        self._opened.clear()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -182,10 +184,17 @@ class Column:
         return None if valid.all() else valid
 
     def binary(self) -> tuple[np.ndarray, np.ndarray]:
-        """A binary column's (``length + 1`` int32 offsets into ``data``, ``data``)."""
+        """A binary column's (``length + 1`` int32 offsets into ``data``, ``data``).
+
+        Offsets that fall are an ArrowReadError: the driver (1.13) lets its 32-bit offsets
+        wrap past 2 GiB of values in one batch, and past 4 GiB they read as positive again,
+        so the data would be read out of its bounds."""
         offsets = self._buffer(1, np.int32, self._offset + self.length + 1)[self._offset :]
-        end = int(offsets[-1])
-        return offsets, self._buffer(2, np.uint8, end)
+        if offsets[0] < 0 or np.any(offsets[1:] < offsets[:-1]):
+            raise ArrowReadError(
+                f"a batch of {self.length} values whose offsets fall: over 2 GiB of them"
+            )
+        return offsets, self._buffer(2, np.uint8, int(offsets[-1]))
 
 
 class _Memory:

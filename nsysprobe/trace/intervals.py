@@ -23,6 +23,7 @@ from contextlib import closing
 
 import numpy as np
 
+from nsysprobe.common.ahead import shut_down
 from nsysprobe.common.table import Table
 from nsysprobe.errors import TraceError
 from nsysprobe.trace import arrow
@@ -350,17 +351,19 @@ class _Reader:
             finally:
                 self.trace._arrow.release()
 
-        with ThreadPoolExecutor(1, thread_name_prefix="nsysprobe-read") as pool:
-            second = pool.submit(fill_second)
-            try:
-                rows, distinct = fill(halves[0])
-                more, names = second.result()
-            except _Stopped:
-                second.result()  # raises the error that stopped the first half
-                raise
-            except BaseException:
-                stop.set()  # (a signal while waiting for the second half)
-                raise
+        pool = ThreadPoolExecutor(1, thread_name_prefix="nsysprobe-read")
+        second = pool.submit(fill_second)
+        try:
+            rows, distinct = fill(halves[0])
+            more, names = second.result()
+        except _Stopped:
+            second.result()  # raises the error that stopped the first half
+            raise
+        except BaseException:
+            stop.set()  # (a signal while waiting for the second half)
+            raise
+        finally:
+            shut_down(pool, [second])
         if (rows, more) != (halves[0][2], halves[1][2]):
             return None
         if self.named_by and names:

@@ -73,6 +73,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nsysprobe.common.ahead import shut_down
 from nsysprobe.errors import TraceError
 from nsysprobe.trace import arrow, metadata, nvtx, sampling, tables
 from nsysprobe.trace.arrow import Driver
@@ -271,16 +272,18 @@ class Trace:
         stops every reader at its next batch; the first reader to fail fails the call."""
         if arrow.READERS == 1:
             return {k: read() for k, read in readers.items()}
-        with ThreadPoolExecutor(arrow.READERS, thread_name_prefix="nsysprobe-read") as pool:
-            futures = {k: pool.submit(read) for k, read in readers.items()}
-            try:
-                return {k: f.result() for k, f in futures.items()}
-            except BaseException as exc:
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    self._budget.interrupted = self._budget.interrupted or exc
-                for f in futures.values():
-                    f.cancel()
-                raise
+        pool = ThreadPoolExecutor(arrow.READERS, thread_name_prefix="nsysprobe-read")
+        futures = {k: pool.submit(read) for k, read in readers.items()}
+        try:
+            return {k: f.result() for k, f in futures.items()}
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                self._budget.interrupted = self._budget.interrupted or exc
+            for f in futures.values():
+                f.cancel()
+            raise
+        finally:
+            shut_down(pool, futures.values())  # (the readers stop at their next batch)
 
     @cached_property
     def _utf8(self) -> bool:

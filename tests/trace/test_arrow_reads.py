@@ -555,6 +555,69 @@ def _interrupted(path, read, after_s: float) -> float:
     return time.monotonic() - began
 
 
+@pytest.mark.parametrize("split_rows", [1 << 40, 1000], ids=["tables", "halves"])
+def test_a_second_signal_while_the_reads_stop_waits_for_them(split_rows, tmp_path, monkeypatch):
+    # Ctrl-C twice: the first stops the reads (each at its next batch), the second lands in
+    # each wait for them (the tables', the halves', and the pool's shutdown after). The export
+    # is closed only after its reads (with a statement still open, closing it was an internal
+    # error, exit 70: RuntimeError here), and the call ends as interrupted. Batches of 64
+    # rows, 10 ms apart.
+    import signal
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nsysprobe.common import ahead
+
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 64)
+    monkeypatch.setattr(arrow, "READERS", 2)
+    monkeypatch.setattr(intervals, "SPLIT_ROWS", split_rows)
+    batches = arrow.Driver.batches
+
+    def slow(self, sql, rows):
+        for batch in batches(self, sql, rows):
+            yield batch
+            time.sleep(0.01)
+
+    monkeypatch.setattr(arrow.Driver, "batches", slow)
+    signalled: list[str] = []
+
+    def interrupted_once(name, wait, before=None):
+        def wait_or_raise(*args, **kwargs):
+            if name not in signalled:
+                signalled.append(name)
+                if before is not None:
+                    before(*args)  # (the shutdown's own start: its workers told to end)
+                raise KeyboardInterrupt
+            return wait(*args, **kwargs)
+
+        return wait_or_raise
+
+    wait = interrupted_once("wait", getattr(ahead, "wait_for", None))  # (None before it)
+    monkeypatch.setattr(ahead, "wait_for", wait, raising=False)
+    real = ThreadPoolExecutor.shutdown
+    shutdown = interrupted_once("shutdown", real, lambda pool: real(pool, wait=False))
+    monkeypatch.setattr(ThreadPoolExecutor, "shutdown", shutdown)
+    path = crafted(tmp_path, *[f"INSERT INTO {RUNTIME} SELECT * FROM {RUNTIME}"] * 2)
+
+    def ring(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, 0.1)
+    try:
+        with Trace(path) as t, pytest.raises(KeyboardInterrupt):
+            t.read_together({"kernels": t.kernels, "runtime": t.runtime})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert "shutdown" in signalled
+    for thread in threading.enumerate():
+        if thread.name.startswith("nsysprobe-read"):
+            thread.join(5)
+            assert not thread.is_alive()
+
+
 def test_a_read_near_the_budgets_end_ends_as_a_whole_read(halves, monkeypatch):
     # The halves' counts are work too: a read is split only where the budget left holds
     # several times the read and the counts, so whatever the budget, the read ends as a whole
@@ -625,6 +688,40 @@ def test_a_text_id_of_any_value_is_an_id(tmp_path, monkeypatch, fast_first):
         patterns = dict(zip(rows, ranges["pattern"].values().tolist()))
     assert (names[5], patterns[5]) == ("<unknown>", "<unknown>")
     assert (names[6], patterns[6]) == ("Negative 3", "Negative #")
+
+
+@pytest.mark.parametrize(
+    ("offsets", "falls"),
+    [
+        ([0, 5, 2_000_000_000, -2_044_967_296, 205_032_704], True),  # past 4 GiB: positive
+        ([0, 5, 2_000_000_000, -2_044_967_296, -2_000_000_000], True),  # past 2 GiB
+        ([-4, 0, 2, 2, 7], True),
+        ([0, 3, 3, 7, 12], False),
+    ],
+    ids=["wrapped-twice", "wrapped", "negative-start", "rising"],
+)
+def test_a_batch_of_names_whose_offsets_fall_is_a_read_error(offsets, falls):
+    # The driver (1.13) lets a batch's 32-bit binary offsets wrap past 2 GiB of names (the
+    # offsets a hostile review read back from 18 names of 250 MB); past 4 GiB they are
+    # positive again, and the names would be read out of their buffer. Offsets that fall
+    # fail the read (the reader then reads the table another way); rising ones are the names.
+    # (Buffers made here: 4 GiB of names is no test for this machine.)
+    import ctypes
+
+    import numpy as np
+
+    values = np.array(offsets, np.int32)
+    data = np.frombuffer(b"abcdefghijkl", np.uint8)
+    pointers = (ctypes.c_void_p * 3)(None, values.ctypes.data, data.ctypes.data)
+    array = arrow._Array(length=4, offset=0, n_buffers=3)
+    array.buffers = ctypes.cast(pointers, ctypes.POINTER(ctypes.c_void_p))
+    column = arrow.Column(array, arrow.BINARY, 0, 4)
+    if falls:
+        with pytest.raises(arrow.ArrowReadError, match="over 2 GiB"):
+            column.binary()
+        return
+    got, text = column.binary()
+    assert got.tolist() == offsets and text.tobytes() == b"abcdefghijkl"
 
 
 def test_the_batches_are_read_without_pyarrow_or_nanoarrow():
