@@ -27,11 +27,9 @@ from typing import BinaryIO
 from nsysprobe.capture.export import ensure_sqlite
 from nsysprobe.capture.importer import finish_qdstrm, remove_imported_stream
 from nsysprobe.capture.locate import NsysInstall, find_nsys
+from nsysprobe.capture.runfolder import COMMAND_FILE, LOG_FILE, REPORT_STEM
 from nsysprobe.errors import CaptureError, InputError, NothingCaptured
 
-REPORT_STEM = "report"
-COMMAND_FILE = "nsys-command.txt"
-LOG_FILE = "nsys.log"
 DEFAULT_RUNS_DIR = Path("nsysprobe-runs")
 SIGINT_EXIT_CODE = 130
 # How long output may keep flowing after nsys exits before what still holds it is stopped.

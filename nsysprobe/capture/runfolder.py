@@ -27,14 +27,16 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from nsysprobe.capture.export import ensure_sqlite, note
-from nsysprobe.capture.importer import finish_qdstrm, imported_from, keep_aside
-from nsysprobe.capture.locate import find_nsys
-from nsysprobe.capture.profile import COMMAND_FILE, LOG_FILE, REPORT_STEM
 from nsysprobe.capture.reportfile import REPORT_SUFFIXES
 from nsysprobe.common.files import read_head
 from nsysprobe.errors import InputError, NsysprobeError
 from nsysprobe.trace.schema import SQLITE_MAGIC
+
+# What a run folder holds (``capture.profile`` writes them): the capture ``REPORT_STEM`` with
+# its suffix, the nsys command line and nsys's log.
+REPORT_STEM = "report"
+COMMAND_FILE = "nsys-command.txt"
+LOG_FILE = "nsys.log"
 
 
 def export_of(
@@ -46,6 +48,8 @@ def export_of(
     run folder's (its capture finished where it stopped), else ``path`` itself."""
     path = Path(path)
     if path.suffix in REPORT_SUFFIXES:
+        from nsysprobe.capture.export import ensure_sqlite  # (nsys's modules: only for a report)
+
         return ensure_sqlite(path, nsys=nsys, progress=progress)
     if is_run_folder(path):
         return run_folder_sqlite(path, nsys=nsys, progress=progress)
@@ -65,6 +69,9 @@ def run_folder_sqlite(
     progress: Callable[[str], None] | None = None,
 ) -> Path:
     """The SQLite export of the newest capture in ``folder``, finishing it where needed."""
+    from nsysprobe.capture.export import ensure_sqlite, note
+    from nsysprobe.capture.importer import imported_from
+
     folder = Path(folder)
     sqlite = folder / f"{REPORT_STEM}.sqlite"
     report = folder / f"{REPORT_STEM}.nsys-rep"
@@ -102,6 +109,10 @@ def _finish_stream(
     progress: Callable[[str], None] | None,
 ) -> Path:
     """Import and export ``qdstrm``, the newest capture in ``folder``."""
+    from nsysprobe.capture.export import ensure_sqlite, note
+    from nsysprobe.capture.importer import finish_qdstrm, keep_aside
+    from nsysprobe.capture.locate import find_nsys
+
     if progress:
         progress(f"finishing {qdstrm.name} with QdstrmImporter")
     retry = f"nsysprobe analyze {folder}"

@@ -188,6 +188,12 @@ NOT_FOR_ONE_REPORT = [
     "nsysprobe.analyses.cpu_placement",
     "nsysprobe.numa.topology",
     "nsysprobe.capture.machine",
+    # nsys's modules: only for a report to export or a run folder to finish
+    "nsysprobe.capture.export",
+    "nsysprobe.capture.importer",
+    "nsysprobe.capture.locate",
+    "nsysprobe.capture.profile",
+    "subprocess",
 ]
 
 _RUN_AND_LIST_MODULES = """
