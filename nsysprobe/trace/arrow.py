@@ -8,7 +8,6 @@ buffers are viewed as numpy arrays (``Column``). A call through ctypes lets go o
 while the driver fills a batch, so two tables are read at once on two cores, and no Arrow
 library is imported for it: pyarrow took ~30 ms and ~35 MB of the analysis of a 100 k-kernel
 export, nanoarrow (which kept the lock) ~8 ms (2026-12-06, about 11:30 UTC). Its types are
-Its types are
 inferred from the first batch (``BATCH_ROWS`` rows): a later value of another type fails the
 read ("Type mismatch"), and a first batch mixing integers and REALs reads as double. The
 caller checks each batch's column types and reads again exactly when a column comes back as
